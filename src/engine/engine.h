@@ -38,7 +38,9 @@ struct StateSnapshot {
   int64_t position = 0;
   std::vector<uint8_t> recurrent;
   std::vector<uint8_t> kv;
-  size_t bytes() const { return recurrent.size() + kv.size(); }
+  std::vector<float> logits;  // logits after the last consumed token, so decoding can go on
+  bool has_logits = false;
+  size_t bytes() const { return recurrent.size() + kv.size() + logits.size() * sizeof(float); }
 };
 
 class Session {
