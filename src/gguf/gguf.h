@@ -85,6 +85,8 @@ class File {
   const std::string& path() const { return path_; }
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }
+  // Start of the data section: the aligned offset after the tensor infos (the file size for a
+  // file without tensors that ends before that offset).
   uint64_t data_offset() const { return data_offset_; }
   uint64_t file_size() const { return size_; }
 
@@ -105,6 +107,7 @@ class File {
 
  private:
   void parse();  // throws on any inconsistency
+  [[noreturn]] void fail_value(std::string_view key, const std::string& what) const;
 
   std::string path_;
   MappedFile map_;
@@ -116,6 +119,7 @@ class File {
   uint64_t data_offset_ = 0;
   std::vector<std::pair<std::string, Value>> kv_;
   std::map<std::string, size_t, std::less<>> kv_index_;
+  std::vector<uint64_t> kv_offsets_;  // byte offset of each metadata value, for error messages
   std::vector<TensorInfo> tensors_;
   std::map<std::string, size_t, std::less<>> tensor_index_;
 };
