@@ -23,6 +23,11 @@ void dequantize_row(TensorType t, const void* src, float* dst, int64_t n);
 float dot_row(TensorType t, const void* row, const float* x, int64_t n);
 float dot_row_scalar(TensorType t, const void* row, const float* x, int64_t n);
 
+// out[v] = dot_row(t, row, x + v * x_stride, n) for v < n_vecs, decoding the row only once:
+// the building block of matrix-matrix products (prefill). Same accuracy as dot_row.
+void dot_rows_batch(TensorType t, const void* row, int64_t n, const float* x, int64_t x_stride,
+                    int64_t n_vecs, float* out);
+
 // Plain float32 helpers on the same dispatch, for the CPU engine's inner loops.
 float dot_f32(const float* a, const float* b, int64_t n);
 void axpy_f32(float alpha, const float* x, float* y, int64_t n);  // y += alpha * x
