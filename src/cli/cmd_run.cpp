@@ -78,6 +78,7 @@ int cmd_run(const Args& args) {
   }
   const auto result = generate(*session, tok, sampler, sampling);
   std::printf("\n");
+  std::fflush(stdout);
   if (!flags.quiet)
     std::fprintf(stderr, "prompt: %zu tokens, %.1f tok/s | generation: %lld tokens, %.1f tok/s\n",
                  tokens.size(), tokens.size() / std::max(1e-9, prefill_s),

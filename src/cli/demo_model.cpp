@@ -26,7 +26,7 @@ std::filesystem::path cache_dir() {
 std::string demo_model_path(bool verbose) {
   namespace fs = std::filesystem;
   // Bump the version when the generator changes, so a stale cache is not reused.
-  const fs::path path = cache_dir() / "demo-tiny-v1.gguf";
+  const fs::path path = cache_dir() / "demo-tiny-v2.gguf";
   if (verbose)
     std::fprintf(stderr,
                  "note: no -m given, so this uses the demo model %s: a tiny qwen3next model with "
@@ -39,6 +39,7 @@ std::string demo_model_path(bool verbose) {
   if (ec) fail("cannot create the cache folder ", path.parent_path().string(), ": ", ec.message());
   auto spec = model::synthetic::preset("tiny");
   spec.name = "redlite-demo (random weights)";
+  spec.shape.n_vocab = 0;  // the built-in vocabulary's own size: no padding tokens
   const auto plan = model::synthetic::make_plan(spec);
   // Write beside and rename, so an interrupted run never leaves a half file in the cache.
   const fs::path tmp = path.string() + ".tmp" + std::to_string(::getpid());

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <random>
 
 #include "cpu/state.h"
 #include "quant/quant.h"
@@ -146,6 +147,30 @@ class CpuSession final : public engine::Session {
     state_.position = snap.position;
     has_logits_ = snap.has_logits;
     if (has_logits_) std::copy(snap.logits.begin(), snap.logits.end(), logits_.begin());
+  }
+
+  void fill_random_state(int64_t position, uint64_t seed) override {
+    if (position < 0 || position >= state_.max_context)
+      fail("fill_random_state: position ", position, " is outside the context (",
+           state_.max_context, ")");
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    const int64_t kv_dim = model_.config.kv_dim();
+    std::vector<float> row(kv_dim);
+    for (auto& kv : state_.kv) {
+      for (int64_t p = 0; p < position; ++p) {
+        for (auto* buffer : {&kv.k, &kv.v}) {
+          for (auto& x : row) x = normal(rng);
+          store_kv_row(state_.kv_type, buffer->data() + p * kv_row_bytes(), row.data(), kv_dim);
+        }
+      }
+    }
+    for (auto& s : state_.deltanet) {
+      for (auto& x : s.conv) x = normal(rng);
+      for (auto& x : s.delta) x = 0.05f * normal(rng);
+    }
+    state_.position = position;
+    has_logits_ = false;
   }
 
   void reset() override {

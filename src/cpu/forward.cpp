@@ -59,7 +59,9 @@ void reserve_workspace(const model::Config& c, Workspace& ws, int64_t T, int thr
 
 // ---- KV cache rows in the session's storage type ----------------------------------------
 
-void store_row(KvType type, uint8_t* dst, const float* src, int64_t n) {
+}  // namespace
+
+void store_kv_row(KvType type, uint8_t* dst, const float* src, int64_t n) {
   switch (type) {
     case KvType::F32: std::memcpy(dst, src, n * sizeof(float)); return;
     case KvType::F16: {
@@ -74,6 +76,8 @@ void store_row(KvType type, uint8_t* dst, const float* src, int64_t n) {
     }
   }
 }
+
+namespace {
 
 // Returns the row as floats: in place for f32, else converted into tmp.
 const float* load_row(KvType type, const uint8_t* src, float* tmp, int64_t n) {
@@ -115,8 +119,8 @@ void attention(const Model& m, SessionState& st, const model::AttentionWeights& 
       rmsnorm(k, w.k_norm.f32(), k, hd, c.rms_eps);
       rope_neox(k, c.n_rot, pos, c.rope_theta);
     }
-    store_row(st.kv_type, kv.k.data() + pos * row_bytes, ws.k.data() + t * kv_dim, kv_dim);
-    store_row(st.kv_type, kv.v.data() + pos * row_bytes, ws.v.data() + t * kv_dim, kv_dim);
+    store_kv_row(st.kv_type, kv.k.data() + pos * row_bytes, ws.k.data() + t * kv_dim, kv_dim);
+    store_kv_row(st.kv_type, kv.v.data() + pos * row_bytes, ws.v.data() + t * kv_dim, kv_dim);
   }
 
   // softmax(q·Kᵀ/sqrt(hd))·V causally, each query head reading KV head h / group.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cpu/gemm.h"
 #include "quant/quant.h"
 #include "util/error.h"
 
@@ -40,12 +41,9 @@ void matmul_rows(ThreadPool& pool, Scratch& scratch, gguf::TensorType type, int6
       for (int64_t r = 0; r < nr; ++r)
         quant::dequantize_row(type, rows[r0 + r], decoded + r * cols, cols);
       for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokenTile) {
-        const int64_t t1 = std::min(n_tokens, t0 + kTokenTile);
-        for (int64_t t = t0; t < t1; ++t) {
-          const float* xt = x + t * x_stride;
-          float* ot = out + t * out_stride + r0;
-          for (int64_t r = 0; r < nr; ++r) ot[r] = quant::dot_f32(decoded + r * cols, xt, cols);
-        }
+        const int64_t nt = std::min(kTokenTile, n_tokens - t0);
+        gemm_rows_tokens(decoded, cols, nr, x + t0 * x_stride, x_stride, nt,
+                         out + t0 * out_stride + r0, out_stride);
       }
     }
   });

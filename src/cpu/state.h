@@ -60,6 +60,9 @@ struct SessionState {
   Workspace ws;
 };
 
+// Stores one K or V row of n values in the cache's type.
+void store_kv_row(engine::KvType type, uint8_t* dst, const float* src, int64_t n);
+
 // Runs the model over tokens at positions [state.position, +n) and advances the position.
 // Writes the logits of the last token to last_logits (n_vocab) and, if all_logits is not empty,
 // the logits of every token (n * n_vocab).

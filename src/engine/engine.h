@@ -63,6 +63,11 @@ class Session {
   virtual StateSnapshot snapshot(bool with_kv = true) const = 0;
   virtual void restore(const StateSnapshot& snapshot) = 0;  // throws on a mismatched snapshot
   virtual void reset() = 0;                                 // back to position 0
+
+  // Benchmarks only: jump to `position` with the KV rows [0, position) and the recurrent states
+  // filled with random values of realistic magnitude, so decode speed at 256K positions can be
+  // measured without a 256K-token prefill. The logits are meaningless afterwards.
+  virtual void fill_random_state(int64_t position, uint64_t seed);
 };
 
 struct EngineOptions {

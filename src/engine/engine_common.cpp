@@ -19,6 +19,10 @@ KvType parse_kv_type(const std::string& name) {
   fail("unknown KV cache type '", name, "' (expected f32, f16 or bf16)");
 }
 
+void Session::fill_random_state(int64_t, uint64_t) {
+  fail("this backend cannot fill its state with random values");
+}
+
 int kv_type_bytes(KvType t) { return t == KvType::F32 ? 4 : 2; }
 
 Backend parse_backend(const std::string& name) {

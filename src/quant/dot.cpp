@@ -3,6 +3,7 @@
 // Summation structure (the tests' error bound relies on it): the scalar kernels sum the
 // products of each run of at most 256 values into a partial sum and add the partial sums in
 // order, so each product passes through at most 256 + n/256 + 1 roundings.
+#include <cpuid.h>
 #include <algorithm>
 
 #include "quant/kernels.h"
@@ -64,8 +65,10 @@ bool cpu_has_avx2() {
   static const bool has = [] {
     __builtin_cpu_init();
     // The AVX2 file is compiled with -mavx2 -mfma -mf16c, so all three must be present.
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+    // F16C through cpuid (leaf 1, ECX bit 29): clang 14 has no __builtin_cpu_supports("f16c").
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29)) != 0;
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
   }();
   return has;
 }
