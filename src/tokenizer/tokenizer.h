@@ -23,8 +23,11 @@ class Tokenizer {
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;
 
-  // parse_special: text such as "<|im_start|>" becomes its control token; otherwise plain text.
-  // add_bos follows tokenizer.ggml.add_bos_token when true.
+  // parse_special: text such as "<|im_start|>" becomes its token (every control and
+  // user-defined token; leftmost, then longest match); otherwise it is plain text.
+  // add_bos follows tokenizer.ggml.add_bos_token when true. Never adds EOS.
+  // Any bytes are accepted: ill-formed UTF-8 is encoded byte by byte, so decode(encode(s)) == s.
+  // Thread-safe.
   std::vector<int32_t> encode(std::string_view text, bool parse_special,
                               bool add_bos = false) const;
   // The exact bytes of the tokens (byte-level BPE undone; control tokens as their text).
@@ -35,9 +38,12 @@ class Tokenizer {
   int32_t bos() const;  // -1 if none
   int32_t eos() const;  // -1 if none
   bool add_bos() const;
-  std::optional<int32_t> find_token(std::string_view text) const;  // exact vocab entry
+  // Exact vocab entry as stored in tokenizer.ggml.tokens, i.e. in the byte-level spelling for
+  // normal tokens ("\xc4\xa0Hello" for " Hello"); special tokens are stored as their text.
+  std::optional<int32_t> find_token(std::string_view text) const;
   bool is_control(int32_t id) const;
-  // End-of-generation tokens: eos, <|im_end|>, <|endoftext|> where present.
+  // End-of-generation tokens: eos, eot (tokenizer.ggml.eot_token_id), <|im_end|>,
+  // <|endoftext|> where present.
   bool is_end_of_generation(int32_t id) const;
 
  private:
