@@ -39,7 +39,7 @@ void matmul_rows(ThreadPool& pool, Scratch& scratch, gguf::TensorType type, int6
       const int64_t r0 = b * kRowBlock;
       const int64_t nr = std::min(kRowBlock, n_rows - r0);
       for (int64_t r = 0; r < nr; ++r)
-        quant::dequantize_row(type, rows[r0 + r], decoded + r * cols, cols);
+        quant::decode_row(type, rows[r0 + r], decoded + r * cols, cols);
       for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokenTile) {
         const int64_t nt = std::min(kTokenTile, n_tokens - t0);
         gemm_rows_tokens(decoded, cols, nr, x + t0 * x_stride, x_stride, nt,

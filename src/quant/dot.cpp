@@ -73,6 +73,12 @@ bool cpu_has_avx2() {
   return has;
 }
 
+void decode_row(TensorType t, const void* src, float* dst, int64_t n) {
+  if (!cpu_has_avx2()) return dequantize_row(t, src, dst, n);
+  checked_shape(t, n, "decode_row");
+  avx2::decode_row(t, src, dst, n);
+}
+
 float dot_row_scalar(TensorType t, const void* row, const float* x, int64_t n) {
   checked_shape(t, n, "dot_row_scalar");
   return scalar::dot_row(t, row, x, n);

@@ -18,6 +18,10 @@ bool is_supported(TensorType t);
 // CPU dequantisers.
 void dequantize_row(TensorType t, const void* src, float* dst, int64_t n);
 
+// The same values as dequantize_row (bit-exact, tested), through the AVX2 decoders when the
+// CPU has them: for decoding a row once and using it against many activation vectors.
+void decode_row(TensorType t, const void* src, float* dst, int64_t n);
+
 // sum_i w[i] * x[i] over one quantised row of n values, accumulated in float32. Uses the AVX2+FMA
 // path when the CPU has it, else the scalar one; both are checked against float64.
 float dot_row(TensorType t, const void* row, const float* x, int64_t n);

@@ -1,5 +1,9 @@
 // A fixed pool of worker threads for data-parallel loops. The calling thread takes part, so a
 // pool of N threads starts N-1 workers. One loop runs at a time (calls are serialised).
+//
+// Decode runs hundreds of small loops per token, so waking the workers must cost microseconds:
+// workers spin briefly on an atomic generation counter before sleeping on a condition variable,
+// and the caller spins (then yields) while the last chunks finish.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -31,12 +35,11 @@ class ThreadPool {
 
   std::vector<std::thread> workers_;
   std::mutex call_mutex_;  // serialises parallel_for calls from different threads
-  std::mutex mutex_;
+  std::mutex mutex_;       // guards sleeping on wake_
   std::condition_variable wake_;
-  std::condition_variable done_;
-  uint64_t generation_ = 0;
-  int busy_ = 0;
-  bool stop_ = false;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> busy_{0};
+  std::atomic<bool> stop_{false};
 
   const std::function<void(int64_t, int64_t, int)>* fn_ = nullptr;
   int64_t n_ = 0;

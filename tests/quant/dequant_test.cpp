@@ -63,6 +63,17 @@ TEST_P(GoldenType, Avx2DecoderIsBitExact) {
   }
 }
 
+TEST_P(GoldenType, DispatchedDecoderIsBitExact) {
+  const Golden g = load_golden(GetParam());
+  ASSERT_NE(g.q, nullptr);
+  std::vector<float> out(kGoldenCols);
+  for (int64_t r = 0; r < kGoldenRows; ++r) {
+    std::fill(out.begin(), out.end(), std::nanf(""));
+    decode_row(g.type, g.q_row(r), out.data(), kGoldenCols);
+    EXPECT_EQ(count_bit_mismatches(g, r, out), 0) << g.name << " row " << r;
+  }
+}
+
 // Dense types have no blocks: any length and offset must decode, including the vector tails.
 TEST(Avx2Decoder, DenseTypesAtOddLengths) {
   if (!cpu_has_avx2()) GTEST_SKIP() << "this CPU has no AVX2+FMA";
