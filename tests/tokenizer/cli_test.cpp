@@ -2,12 +2,12 @@
 // vectors, exact output bytes, and exit statuses. Skipped (not passed) when the binary has not
 // been built.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
+#include "../common/cli_runner.h"
 #include "test_util.h"
 
 namespace rl::tokenizer {
@@ -15,51 +15,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int status = -1;
-  std::string out, err;
-};
-
-class Cli : public testing::Test {
- protected:
-  void SetUp() override {
-    binary_ = std::string(RL_BINARY_DIR) + "/redlite";
-    if (!fs::exists(binary_)) GTEST_SKIP() << binary_ << " is not built";
-    dir_ = fs::path(testing::TempDir()) / ("rl_tokenizer_cli_" + std::to_string(getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    if (!dir_.empty()) fs::remove_all(dir_);
-  }
-
-  std::string write(const std::string& name, const std::string& bytes) {
-    const fs::path path = dir_ / name;
-    std::ofstream(path, std::ios::binary) << bytes;
-    return path.string();
-  }
-
-  // Runs `redlite ARGS` with stdin from the given bytes; arguments are single-quoted.
-  Result run(const std::vector<std::string>& args, const std::string& stdin_bytes = "") {
-    std::string command = binary_;
-    for (const auto& a : args) {
-      std::string quoted = "'";
-      for (char c : a) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-      command += " " + quoted + "'";
-    }
-    const std::string in = write("stdin", stdin_bytes);
-    const std::string out = (dir_ / "stdout").string(), err = (dir_ / "stderr").string();
-    command += " < '" + in + "' > '" + out + "' 2> '" + err + "'";
-    const int raw = std::system(command.c_str());
-    Result r;
-    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-    r.out = test::read_file(out);
-    r.err = test::read_file(err);
-    return r;
-  }
-
-  std::string binary_;
-  fs::path dir_;
-};
+using Result = ::rl::test::CliResult;
+using Cli = ::rl::test::CliTest;
 
 std::string ids_line(const std::vector<int32_t>& ids) {
   std::string line;
@@ -131,7 +88,7 @@ TEST_F(Cli, ErrorsAreOneLineWithStatus1) {
   EXPECT_EQ(r.status, 1);
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 
-  r = run({"tokenize", "-m", test::kQwen2Vocab, "-f", (dir_ / "missing.txt").string()});
+  r = run({"tokenize", "-m", test::kQwen2Vocab, "-f", path("missing.txt")});
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("missing.txt"), std::string::npos) << r.err;
 }
