@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <unordered_map>
 
 #include "util/error.h"
 
@@ -39,7 +38,8 @@ int32_t Sampler::sample(std::span<const float> logits) {
 
   // Penalties apply to the tokens in the recent window, each distinct token once (repeat and
   // presence) or per occurrence (frequency), as llama.cpp and OpenAI define them.
-  std::unordered_map<int32_t, int> counts;
+  auto& counts = counts_;
+  counts.clear();  // keeps its buckets: no allocation per token once warm
   const bool penalise = params_.repeat_penalty != 1.0f || params_.presence_penalty != 0.0f ||
                         params_.frequency_penalty != 0.0f;
   if (penalise && params_.repeat_last_n != 0) {
@@ -91,7 +91,8 @@ int32_t Sampler::sample(std::span<const float> logits) {
 
   // Softmax at the temperature, in double for stable sums.
   const double max_l = candidates_[0].first;
-  std::vector<double> probs(candidates_.size());
+  auto& probs = probs_;
+  probs.resize(candidates_.size());
   double total = 0;
   for (size_t i = 0; i < candidates_.size(); ++i) {
     probs[i] = std::exp((candidates_[i].first - max_l) / params_.temperature);

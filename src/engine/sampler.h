@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <random>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 namespace rl::engine {
@@ -34,7 +35,10 @@ class Sampler {
   SamplerParams params_;
   std::mt19937_64 rng_;
   std::vector<int32_t> history_;
-  std::vector<std::pair<float, int32_t>> candidates_;  // reused between calls
+  // Reused between calls so that sampling allocates nothing once warm.
+  std::vector<std::pair<float, int32_t>> candidates_;
+  std::vector<double> probs_;
+  std::unordered_map<int32_t, int> counts_;
 };
 
 }  // namespace rl::engine
