@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# The one script run on the GPU machine: build, kernel self-test, parity, benchmarks. Full logs
+# go to $OUT/logs.tgz, a short table is printed last (and kept in $OUT/summary.txt).
+#
+#   bash scripts/device.sh [STAGE...]      (default: all stages below, in order)
+#
+# Stages: env build selftest unit parity synth kernel decode80 nopdl80 parity80 profile
+#   decode80/parity80 use the full-size synthetic 80b-a3b model, generated in the background
+#   right after the build (about 21.5 GB); DECODE_LAYERS=N makes a smaller one (N layers).
+# Needs (carried with the call, both git-ignored): .deps (Debian packages, see
+# ../shared/device/README.md) and .devdata/shared (the goldens the parity stage reads).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/rl-out}
+WORK=${WORK:-/tmp/rl-work}
+LOGS=$WORK/logs  # every log; packed into $OUT/logs.tgz at the end (few files come back)
+mkdir -p "$OUT" "$WORK" "$LOGS"
+STAGES=("$@")
+[ ${#STAGES[@]} -eq 0 ] && STAGES=(env build selftest unit parity synth kernel decode80 parity80)
+DECODE_LAYERS=${DECODE_LAYERS:-}
+DECODE_POSITIONS=${DECODE_POSITIONS:-4K,32K,64K,128K,256K}
+SUMMARY=$OUT/summary.txt
+KEEP=(selftest bench-kernel bench-decode)  # logs also copied to $OUT as they are
+: >"$SUMMARY"
+BIN=build/redlite
+TINY=.devdata/shared/testdata/tiny
+say() { echo "$*" | tee -a "$SUMMARY"; }
+want() { local s; for s in "${STAGES[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
+# run NAME TIMEOUT CMD...: logs to $LOGS/NAME.log, notes the status and time in the summary.
+run() {
+  local name=$1 limit=$2; shift 2
+  local t0=$SECONDS
+  echo "== $name: $*" >>"$LOGS/$name.log"
+  timeout "$limit" "$@" >>"$LOGS/$name.log" 2>&1
+  local rc=$?
+  say "$(printf '%-34s rc=%-3s %4ss' "$name" "$rc" "$((SECONDS - t0))")"
+  return $rc
+}
+
+if want env; then
+  {
+    date -u; uname -a; grep PRETTY /etc/os-release; nproc; free -g | head -2; df -h /tmp | tail -1
+    g++ --version | head -1; nvcc --version | tail -2; cmake --version | head -1
+    nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,clocks.sm,clocks.mem,clocks.max.sm,power.limit --format=csv
+  } >"$LOGS/env.log" 2>&1
+  say "$(grep -m1 -i h200 "$LOGS/env.log" || echo 'no H200 line in nvidia-smi')"
+fi
+
+if want build; then
+  eval "$(bash .deps/unpack-debs.sh .deps)"
+  export LD_LIBRARY_PATH=$DEPS_PREFIX/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export PKG_CONFIG_PATH=$DEPS_PREFIX/usr/lib/x86_64-linux-gnu/pkgconfig:$DEPS_PREFIX/usr/share/pkgconfig
+  export PKG_CONFIG_SYSROOT_DIR=$DEPS_PREFIX
+  PKGCONF=$(command -v pkg-config || echo "$DEPS_PREFIX/usr/bin/pkgconf")
+  # cpp-httplib.pc lists brotli, openssl and zlib as private requirements (static linking
+  # only); stand in for the ones this machine has no .pc for.
+  mkdir -p "$WORK/pc"
+  for pc in libbrotlicommon libbrotlidec libbrotlienc openssl zlib; do
+    PKG_CONFIG_PATH=$PKG_CONFIG_PATH "$PKGCONF" --exists $pc 2>/dev/null ||
+      printf 'Name: %s\nDescription: stand-in\nVersion: 99\n' $pc >"$WORK/pc/$pc.pc"
+  done
+  export PKG_CONFIG_PATH=$PKG_CONFIG_PATH:$WORK/pc
+  echo "export LD_LIBRARY_PATH=$LD_LIBRARY_PATH" >"$WORK/env.sh"
+  run configure 300 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CUDA_ARCHITECTURES=90 -DRL_CUDA=ON -DRL_SHARED_DIR="$PWD/.devdata/shared" \
+    -DPKG_CONFIG_EXECUTABLE="$PKGCONF" $DEPS_CMAKE_FLAGS
+  run build 420 cmake --build build -j16 --target redlite test_cuda || {
+    tail -40 "$LOGS/build.log"; cat "$SUMMARY"; exit 1; }
+fi
+[ -f "$WORK/env.sh" ] && source "$WORK/env.sh"
+
+# The big synthetic model, written while the GPU tests run.
+M80=$WORK/m80.gguf
+if want decode80 || want parity80; then
+  if [ ! -f "$M80" ]; then
+    extra=(); [ -n "$DECODE_LAYERS" ] && extra=(--layers "$DECODE_LAYERS")
+    ( t0=$SECONDS; $BIN mkmodel --preset 80b-a3b "${extra[@]}" -o "$M80.part" >"$LOGS/mkmodel80.log" 2>&1 \
+        && mv "$M80.part" "$M80"; echo "mkmodel80 took $((SECONDS - t0))s" >>"$LOGS/mkmodel80.log" ) &
+    GEN_PID=$!
+  fi
+fi
+
+if want selftest; then
+  run selftest 420 $BIN selftest
+  grep -E "FAIL|selftest:" "$LOGS/selftest.log" | head -20 | tee -a "$SUMMARY"
+fi
+
+if want unit; then
+  run unit_test_cuda 300 build/test_cuda
+  grep -E "PASSED|FAILED|SKIPPED \]" "$LOGS/unit_test_cuda.log" | head -8 | tee -a "$SUMMARY"
+fi
+
+# eval_pair NAME MODEL TOKENS: logits of both backends into $WORK/NAME.{cpu,cuda}.f32
+eval_pair() {
+  local name=$1 model=$2 tokens=$3; shift 3
+  run "eval-$name-cuda" 300 $BIN eval --backend cuda -m "$model" --tokens "$tokens" \
+    --logits-out "$WORK/$name.cuda.f32" "$@"
+  run "eval-$name-cpu" 400 $BIN eval --backend cpu -m "$model" --tokens "$tokens" \
+    --logits-out "$WORK/$name.cpu.f32" "$@"
+}
+compare() { python3 scripts/compare_logits.py "$@" | tee -a "$SUMMARY"; }
+
+if want parity; then
+  for m in tiny-f32 tiny-quant; do
+    for s in seq96 seq700; do
+      [ -f "$TINY/$m.$s.tokens.txt" ] || continue
+      eval_pair "$m.$s" "$TINY/$m.gguf" "$TINY/$m.$s.tokens.txt" --ctx 1024
+      tol=(--max-abs 1e-3 --rms 1e-4 --argmax 1.0)
+      [ $m = tiny-quant ] && tol=(--max-abs 2e-3 --argmax 1.0)
+      compare "$WORK/$m.$s.cuda.f32" "$TINY/$m.$s.ref64.logits.f32" --vocab 512 "${tol[@]}" \
+        --label "cuda vs ref64 $m $s"
+      compare "$WORK/$m.$s.cuda.f32" "$WORK/$m.$s.cpu.f32" --vocab 512 --label "cuda vs cpu $m $s"
+    done
+    # Greedy continuation: feed seq96 + the first 31 reference tokens; argmax of rows 95.. must
+    # reproduce the reference's 32 greedy tokens.
+    cat "$TINY/$m.seq96.tokens.txt" <(head -c 100000 "$TINY/$m.seq96.ref64.gen32.txt" | tr -s ' \n' '\n' | head -31) \
+      | tr -s ' \n' ' ' >"$WORK/$m.gen.tokens.txt"
+    run "eval-$m-gen-cuda" 120 $BIN eval --backend cuda -m "$TINY/$m.gguf" \
+      --tokens "$WORK/$m.gen.tokens.txt" --logits-out "$WORK/$m.gen.cuda.f32" --ctx 256
+    compare "$WORK/$m.gen.cuda.f32" "$WORK/$m.gen.cuda.f32" --vocab 512 \
+      --greedy "$TINY/$m.seq96.ref64.gen32.txt" --offset 95 --label "cuda greedy gen32 $m"
+    # End to end through `redlite run` (tokenizer, sampler, decode loop): greedy text must match.
+    for b in cuda cpu; do
+      $BIN run -m "$TINY/$m.gguf" --backend $b -p "The quick brown fox" -n 24 --temp 0 \
+        >"$WORK/$m.run.$b.txt" 2>>"$LOGS/run-$m.log"
+    done
+    if cmp -s "$WORK/$m.run.cuda.txt" "$WORK/$m.run.cpu.txt" && [ -s "$WORK/$m.run.cuda.txt" ]; then
+      say "redlite run greedy 24 tokens $m: cuda text identical to cpu  ok"
+    else
+      say "redlite run greedy 24 tokens $m: cuda and cpu texts DIFFER  FAIL"
+    fi
+    for kv in bf16 f16; do
+      run "eval-$m-seq96-cuda-$kv" 120 $BIN eval --backend cuda -m "$TINY/$m.gguf" \
+        --tokens "$TINY/$m.seq96.tokens.txt" --logits-out "$WORK/$m.seq96.cuda.$kv.f32" --ctx 256 --kv-type $kv
+      compare "$WORK/$m.seq96.cuda.$kv.f32" "$TINY/$m.seq96.ref64.logits.f32" --vocab 512 \
+        --label "cuda kv $kv vs ref64 $m seq96"
+    done
+  done
+fi
+
+if want synth; then
+  # Real head shapes (16/2 x 256 attention, 16/32 x 128 DeltaNet, d 2048), 4 layers, 32 experts
+  # top-10, ANCHORS type mix; 4096+ positions through both backends.
+  SM=$WORK/synth.gguf
+  N=${SYNTH_TOKENS:-4200}
+  run mkmodel-synth 300 $BIN mkmodel --preset 80b-a3b --layers 4 --experts-count 32 --vocab 8192 \
+    --context 8192 -o "$SM"
+  python3 -c "import random; r=random.Random(5); print(' '.join(str(r.randrange(8192)) for _ in range($N)))" \
+    >"$WORK/synth.tokens.txt"
+  eval_pair synth "$SM" "$WORK/synth.tokens.txt" --ctx $((N + 8))
+  compare "$WORK/synth.cuda.f32" "$WORK/synth.cpu.f32" --vocab 8192 --label "cuda vs cpu synth d2048 4L $N pos"
+  run eval-synth-cuda-bf16 300 $BIN eval --backend cuda -m "$SM" --tokens "$WORK/synth.tokens.txt" \
+    --logits-out "$WORK/synth.cuda.bf16.f32" --ctx $((N + 8)) --kv-type bf16
+  compare "$WORK/synth.cuda.bf16.f32" "$WORK/synth.cpu.f32" --vocab 8192 --label "cuda kv bf16 vs cpu f32 synth"
+fi
+
+if want kernel; then
+  run bench-kernel 300 $BIN bench kernel
+  grep -E "^[0-9]|copy" "$LOGS/bench-kernel.log" | tee -a "$SUMMARY"
+fi
+
+if want decode80 || want parity80; then
+  [ -n "${GEN_PID:-}" ] && wait "$GEN_PID"
+  tail -3 "$LOGS/mkmodel80.log" | tee -a "$SUMMARY"
+fi
+
+if want nopdl80 && [ -f "$M80" ]; then
+  # The same steps without programmatic dependent launch, and with the L2 weight prefetch, to
+  # measure what each brings.
+  run bench-decode-nopdl 240 env RL_CUDA_PDL=0 $BIN bench decode -m "$M80" --positions 4K \
+    --kv-types f32 --tokens 32
+  grep -E "^[0-9]" "$LOGS/bench-decode-nopdl.log" | sed 's/^/no PDL: /' | tee -a "$SUMMARY"
+  run bench-decode-noprefetch 240 env RL_CUDA_PREFETCH=0 $BIN bench decode -m "$M80" \
+    --positions 4K --kv-types f32 --tokens 32
+  grep -E "^[0-9]" "$LOGS/bench-decode-noprefetch.log" | sed 's/^/no L2 prefetch: /' | tee -a "$SUMMARY"
+fi
+
+if want decode80 && [ -f "$M80" ]; then
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,utilization.gpu,temperature.gpu \
+    --format=csv -lms 250 >"$LOGS/clocks-decode.log" 2>&1 &
+  SMI_PID=$!
+  run bench-decode 480 $BIN bench decode -m "$M80" --positions "$DECODE_POSITIONS" \
+    --kv-types f32,bf16 --tokens 32 --breakdown
+  kill $SMI_PID 2>/dev/null
+  grep -E "^[0-9]|copy|weights read" "$LOGS/bench-decode.log" | tee -a "$SUMMARY"
+  awk -F', ' 'NR > 1 && $2+0 > 0 {print $2+0}' "$LOGS/clocks-decode.log" | sort -n | uniq -c |
+    sort -rn | head -4 | sed 's/^/SM clock MHz (samples, value): /' | tee -a "$SUMMARY"
+fi
+
+if want parity80 && [ -f "$M80" ]; then
+  python3 -c "import random; r=random.Random(9); print(' '.join(str(r.randrange(151936)) for _ in range(8)))" \
+    >"$WORK/m80.tokens.txt"
+  eval_pair m80 "$M80" "$WORK/m80.tokens.txt" --ctx 64
+  compare "$WORK/m80.cuda.f32" "$WORK/m80.cpu.f32" --vocab 151936 --label "cuda vs cpu 80b-a3b 8 tokens"
+fi
+
+if want profile; then
+  # Nsight Compute on one decode step of a 4-layer model with the real shapes (kernels launched
+  # one by one), clocks left alone.
+  SMALL=$WORK/small.gguf
+  run mkmodel-small 120 $BIN mkmodel --preset 80b-a3b --layers 4 -o "$SMALL"
+  run ncu 300 ncu --clock-control none -k 'regex:gemv|gate_up|down_kernel|deltanet|attn_|route' \
+    --launch-skip 120 --launch-count 48 --section SpeedOfLight --section Occupancy \
+    --section SchedulerStats --section WarpStateStats --section LaunchStats --csv --page details \
+    $BIN bench decode -m "$SMALL" --positions 4K --tokens 4 --no-graph
+  python3 scripts/ncu_summary.py "$LOGS/ncu.log" >"$OUT/ncu-summary.txt" 2>&1
+  head -60 "$OUT/ncu-summary.txt"
+fi
+
+for k in "${KEEP[@]}"; do [ -f "$LOGS/$k.log" ] && cp "$LOGS/$k.log" "$OUT/"; done
+tar -czf "$OUT/logs.tgz" -C "$WORK" logs
+echo
+echo "================ summary ================"
+cat "$SUMMARY"

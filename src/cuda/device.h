@@ -1,0 +1,30 @@
+// Facts about the current GPU, read once. Internal to src/cuda.
+#pragma once
+#include <cstddef>
+#include <string>
+
+namespace rl::cuda {
+
+struct DeviceInfo {
+  int index = 0;
+  std::string name;
+  int sm_count = 0;
+  int cc_major = 0, cc_minor = 0;
+  size_t total_memory = 0;
+  size_t l2_bytes = 0;
+};
+
+// Makes `index` the current device (throws rl::Error naming the count if it does not exist) and
+// returns its facts.
+const DeviceInfo& use_device(int index);
+// The facts of the current device.
+const DeviceInfo& current_device();
+
+// Whether kernels are launched with programmatic dependent launch (launch.cuh): compute
+// capability 9.0 or later, unless the environment sets RL_CUDA_PDL=0.
+bool pdl_enabled();
+// Whether GEMV blocks prefetch their weight rows into L2 before waiting for the previous kernel
+// (on unless RL_CUDA_PREFETCH=0; measured +1.3 % decode speed at 4K positions).
+bool prefetch_enabled();
+
+}  // namespace rl::cuda

@@ -1,0 +1,568 @@
+// Decoders of the GGUF block formats, shared by the GPU kernels and the host (where tests check
+// them bit for bit against ggml's dequantised values). Internal to src/cuda.
+//
+// A block is split into a "body" and a "tail" at upload (cuda/layout.h). Each format is cut into
+// "granules": the run of values one GPU lane decodes with a few wide loads (16 bytes where the
+// body is 16-byte aligned). decode() hands the values of one granule to `emit` four at a time,
+// emit(j, v0, v1, v2, v3) for the granule's values j..j+3.
+//
+// The arithmetic follows ggml's reference dequantisers operation by operation with fused
+// multiply-add disabled (mul/sub/add below), so decoded values are bit-identical with
+// rl::quant::dequantize_row. Callers may fuse what they do with the values.
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "gguf/types.h"
+#ifndef __CUDA_ARCH__
+#include "util/half.h"
+#endif
+
+#define RL_HD __host__ __device__ __forceinline__
+// "#pragma unroll" for the device pass only (the host compiler warns about it).
+#ifdef __CUDA_ARCH__
+#define RL_UNROLL _Pragma("unroll")
+#else
+#define RL_UNROLL
+#endif
+
+namespace rl::cuda::fmt {
+
+using gguf::TensorType;
+
+// The lookup tables of the IQ formats (shared memory in kernels, host memory in host tests).
+struct IqTables {
+  const uint64_t* iq2xxs_grid;  // [256], byte j = magnitude of weight j
+  const uint32_t* iq3xxs_grid;  // [256]
+  const int8_t* iq4nl_values;   // [16]
+};
+
+RL_HD float mul(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+RL_HD float sub(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+RL_HD float add(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+// The float of a small integer (|v| < 2^22), exactly, without the GPU's int-to-float unit (which
+// issues at a fraction of the FP32 rate and would bound the decoders): 1.5 * 2^23 + v keeps v in
+// the low mantissa bits, and subtracting 1.5 * 2^23 again is exact.
+RL_HD float i2f(int v) {
+#ifdef __CUDA_ARCH__
+  return __fsub_rn(__int_as_float(0x4B400000 + v), 12582912.0f);
+#else
+  return static_cast<float>(v);
+#endif
+}
+
+RL_HD float as_float(uint32_t bits) {
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(bits);
+#else
+  return rl::bits_to_float(bits);
+#endif
+}
+RL_HD float f16(uint32_t bits) {
+#ifdef __CUDA_ARCH__
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(bits & 0xffffu)));
+#else
+  return rl::half_to_float(static_cast<uint16_t>(bits & 0xffffu));
+#endif
+}
+RL_HD float bf16(uint32_t bits) {
+  return as_float((bits & 0xffffu) << 16);
+}
+
+// Read-only loads (through the non-coherent cache on the device).
+RL_HD uint4 load16(const uint8_t* p) {
+#ifdef __CUDA_ARCH__
+  return __ldg(reinterpret_cast<const uint4*>(p));
+#else
+  return *reinterpret_cast<const uint4*>(p);
+#endif
+}
+RL_HD uint2 load8(const uint8_t* p) {
+#ifdef __CUDA_ARCH__
+  return __ldg(reinterpret_cast<const uint2*>(p));
+#else
+  return *reinterpret_cast<const uint2*>(p);
+#endif
+}
+RL_HD uint32_t load4(const uint8_t* p) {
+#ifdef __CUDA_ARCH__
+  return __ldg(reinterpret_cast<const unsigned int*>(p));
+#else
+  return *reinterpret_cast<const uint32_t*>(p);
+#endif
+}
+RL_HD uint32_t load2(const uint8_t* p) {
+#ifdef __CUDA_ARCH__
+  return __ldg(reinterpret_cast<const unsigned short*>(p));
+#else
+  return *reinterpret_cast<const uint16_t*>(p);
+#endif
+}
+
+RL_HD uint32_t byte_of(uint32_t w, int i) {
+  return (w >> (8 * i)) & 0xffu;
+}
+RL_HD int8_t sbyte_of(uint32_t w, int i) {
+  return static_cast<int8_t>(byte_of(w, i));
+}
+// Byte k (runtime) of the 12 bytes held in three words.
+RL_HD uint32_t byte12(uint32_t w0, uint32_t w1, uint32_t w2, int k) {
+  const uint32_t w = k < 4 ? w0 : (k < 8 ? w1 : w2);
+  return byte_of(w, k & 3);
+}
+// ggml's ksigns_iq2xs: 7 sign bits plus an eighth that makes the parity even.
+RL_HD uint32_t ksigns(uint32_t i) {
+#ifdef __CUDA_ARCH__
+  return i | ((__popc(i) & 1u) << 7);
+#else
+  return i | ((static_cast<uint32_t>(__builtin_popcount(i)) & 1u) << 7);
+#endif
+}
+RL_HD float with_sign(float v, uint32_t signs, int j) {
+  return (signs >> j) & 1u ? -v : v;
+}
+
+template <TensorType T>
+struct Format;
+
+// ---- Float types: blocks of 8 values --------------------------------------------------------
+template <>
+struct Format<TensorType::F32> {
+  static constexpr int kBlockValues = 8, kGranules = 1, kGranuleValues = 8;
+  static constexpr int kBodyBytes = 32, kTailBytes = 0;
+  template <class Emit>
+  RL_HD static void decode(const uint8_t* body, const uint8_t*, int, const IqTables&, Emit&& emit) {
+    const uint4 a = load16(body), b = load16(body + 16);
+    emit(0, as_float(a.x), as_float(a.y), as_float(a.z), as_float(a.w));
+    emit(4, as_float(b.x), as_float(b.y), as_float(b.z), as_float(b.w));
+  }
+};
+
+template <>
+struct Format<TensorType::F16> {
+  static constexpr int kBlockValues = 8, kGranules = 1, kGranuleValues = 8;
+  static constexpr int kBodyBytes = 16, kTailBytes = 0;
+  template <class Emit>
+  RL_HD static void decode(const uint8_t* body, const uint8_t*, int, const IqTables&, Emit&& emit) {
+    const uint4 a = load16(body);
+    emit(0, f16(a.x), f16(a.x >> 16), f16(a.y), f16(a.y >> 16));
+    emit(4, f16(a.z), f16(a.z >> 16), f16(a.w), f16(a.w >> 16));
+  }
+};
+
+template <>
+struct Format<TensorType::BF16> {
+  static constexpr int kBlockValues = 8, kGranules = 1, kGranuleValues = 8;
+  static constexpr int kBodyBytes = 16, kTailBytes = 0;
+  template <class Emit>
+  RL_HD static void decode(const uint8_t* body, const uint8_t*, int, const IqTables&, Emit&& emit) {
+    const uint4 a = load16(body);
+    emit(0, bf16(a.x), bf16(a.x >> 16), bf16(a.y), bf16(a.y >> 16));
+    emit(4, bf16(a.z), bf16(a.z >> 16), bf16(a.w), bf16(a.w >> 16));
+  }
+};
+
+// ---- Q8_0: y = d * q ---------------------------------------------------------------------------
+template <>
+struct Format<TensorType::Q8_0> {
+  static constexpr int kBlockValues = 32, kGranules = 1, kGranuleValues = 32;
+  static constexpr int kBodyBytes = 32, kTailBytes = 2;
+  template <class Emit>
+  RL_HD static void decode(const uint8_t* body, const uint8_t* tail, int, const IqTables&,
+                           Emit&& emit) {
+    const float d = f16(load2(tail));
+    const uint4 a = load16(body), b = load16(body + 16);
+    const uint32_t w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+    RL_UNROLL
+    for (int i = 0; i < 8; ++i) {
+      emit(4 * i, mul(i2f(sbyte_of(w[i], 0)), d), mul(i2f(sbyte_of(w[i], 1)), d),
+           mul(i2f(sbyte_of(w[i], 2)), d), mul(i2f(sbyte_of(w[i], 3)), d));
+    }
+  }
+};
+
+// ---- Q4_K / Q5_K: 8 sub-blocks of 32 with 6-bit scales and mins ------------------------------
+// ggml's get_scale_min_k4 over the 12 scale bytes held in three words.
+RL_HD void scale_min_k4(int j, uint32_t s0, uint32_t s1, uint32_t s2, float* sc, float* m) {
+  uint32_t a, b;
+  if (j < 4) {
+    a = byte12(s0, s1, s2, j) & 63u;
+    b = byte12(s0, s1, s2, j + 4) & 63u;
+  } else {
+    a = (byte12(s0, s1, s2, j + 4) & 0xFu) | ((byte12(s0, s1, s2, j - 4) >> 6) << 4);
+    b = (byte12(s0, s1, s2, j + 4) >> 4) | ((byte12(s0, s1, s2, j) >> 6) << 4);
+  }
+  *sc = i2f(a);
+  *m = i2f(b);
+}
+
+// Granule g = values 64g..64g+63 (sub-blocks 2g and 2g+1).
+template <>
+struct Format<TensorType::Q4_K> {
+  static constexpr int kBlockValues = 256, kGranules = 4, kGranuleValues = 64;
+  static constexpr int kBodyBytes = 144, kTailBytes = 0;
+  template <class Emit>
+  RL_HD static void decode(const uint8_t* body, const uint8_t*, int g, const IqTables&,
+                           Emit&& emit) {
+    const uint4 h = load16(body);  // d, dmin, scales[12]
+    const uint4 qa = load16(body + 16 + 32 * g), qb = load16(body + 32 + 32 * g);
+    const float d = f16(h.x), dmin = f16(h.x >> 16);
+    float sc1, m1, sc2, m2;
+    scale_min_k4(2 * g, h.y, h.z, h.w, &sc1, &m1);
+    scale_min_k4(2 * g + 1, h.y, h.z, h.w, &sc2, &m2);
+    const float d1 = mul(d, sc1), mm1 = mul(dmin, m1);
+    const float d2 = mul(d, sc2), mm2 = mul(dmin, m2);
+    const uint32_t q[8] = {qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w};
+    RL_UNROLL
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t lo = q[i] & 0x0F0F0F0Fu, hi = (q[i] >> 4) & 0x0F0F0F0Fu;
+      emit(4 * i, sub(mul(d1, i2f(byte_of(lo, 0))), mm1), sub(mul(d1, i2f(byte_of(lo, 1))), mm1),
+           sub(mul(d1, i2f(byte_of(lo, 2))), mm1), sub(mul(d1, i2f(byte_of(lo, 3))), mm1));
+      emit(32 + 4 * i, sub(mul(d2, i2f(byte_of(hi, 0))), mm2),
+           sub(mul(d2, i2f(byte_of(hi, 1))), mm2), sub(mul(d2, i2f(byte_of(hi, 2))), mm2),
+           sub(mul(d2, i2f(byte_of(hi, 3))), mm2));
+    }
+  }
+};
+
+template <>
+struct Format<TensorType::Q5_K> {
+  static constexpr int kBlockValues = 256, kGranules = 4, kGranuleValues = 64;
+  static constexpr int kBodyBytes = 176, kTailBytes = 0;
+  template <class Emit>
+  RL_HD static void decode(const uint8_t* body, const uint8_t*, int g, const IqTables&,
+                           Emit&& emit) {
+    const uint4 h = load16(body);
+    const uint4 ha = load16(body + 16), hb = load16(body + 32);  // qh[32]
+    const uint4 qa = load16(body + 48 + 32 * g), qb = load16(body + 64 + 32 * g);
+    const float d = f16(h.x), dmin = f16(h.x >> 16);
+    float sc1, m1, sc2, m2;
+    scale_min_k4(2 * g, h.y, h.z, h.w, &sc1, &m1);
+    scale_min_k4(2 * g + 1, h.y, h.z, h.w, &sc2, &m2);
+    const float d1 = mul(d, sc1), mm1 = mul(dmin, m1);
+    const float d2 = mul(d, sc2), mm2 = mul(dmin, m2);
+    const uint32_t q[8] = {qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w};
+    const uint32_t qh[8] = {ha.x, ha.y, ha.z, ha.w, hb.x, hb.y, hb.z, hb.w};
+    const int s1 = 2 * g, s2 = 2 * g + 1;
+    RL_UNROLL
+    for (int i = 0; i < 8; ++i) {
+      float lo[4], hi[4];
+      RL_UNROLL
+      for (int t = 0; t < 4; ++t) {
+        const uint32_t b = byte_of(q[i], t), hb = byte_of(qh[i], t);
+        lo[t] = sub(mul(d1, i2f((b & 0xFu) + (((hb >> s1) & 1u) << 4))), mm1);
+        hi[t] = sub(mul(d2, i2f((b >> 4) + (((hb >> s2) & 1u) << 4))), mm2);
+      }
+      emit(4 * i, lo[0], lo[1], lo[2], lo[3]);
+      emit(32 + 4 * i, hi[0], hi[1], hi[2], hi[3]);
+    }
+  }
+};
+
+// ---- Q6_K: granule = one half (128 values) ------------------------------------------------------
+template <>
+struct Format<TensorType::Q6_K> {
+  static constexpr int kBlockValues = 256, kGranules = 2, kGranuleValues = 128;
+  static constexpr int kBodyBytes = 208, kTailBytes = 2;
+  template <class Emit>
+  RL_HD static void decode(const uint8_t* body, const uint8_t* tail, int n, const IqTables&,
+                           Emit&& emit) {
+    uint32_t ql[16], qh[8];
+    RL_UNROLL
+    for (int k = 0; k < 4; ++k) {
+      const uint4 v = load16(body + 64 * n + 16 * k);
+      ql[4 * k] = v.x, ql[4 * k + 1] = v.y, ql[4 * k + 2] = v.z, ql[4 * k + 3] = v.w;
+    }
+    RL_UNROLL
+    for (int k = 0; k < 2; ++k) {
+      const uint4 v = load16(body + 128 + 32 * n + 16 * k);
+      qh[4 * k] = v.x, qh[4 * k + 1] = v.y, qh[4 * k + 2] = v.z, qh[4 * k + 3] = v.w;
+    }
+    const uint2 s = load8(body + 192 + 8 * n);
+    const float d = f16(load2(tail));
+    float ds[8];
+    RL_UNROLL
+    for (int k = 0; k < 8; ++k) {
+      ds[k] = mul(d, i2f(sbyte_of(k < 4 ? s.x : s.y, k & 3)));
+    }
+    RL_UNROLL
+    for (int i = 0; i < 8; ++i) {  // values l = 4i..4i+3
+      const int is = i / 4;        // l / 16
+      float v1[4], v2[4], v3[4], v4[4];
+      RL_UNROLL
+      for (int t = 0; t < 4; ++t) {
+        const uint32_t a = byte_of(ql[i], t), b = byte_of(ql[8 + i], t), h = byte_of(qh[i], t);
+        const int q1 = static_cast<int>((a & 0xFu) | (((h >> 0) & 3u) << 4)) - 32;
+        const int q2 = static_cast<int>((b & 0xFu) | (((h >> 2) & 3u) << 4)) - 32;
+        const int q3 = static_cast<int>((a >> 4) | (((h >> 4) & 3u) << 4)) - 32;
+        const int q4 = static_cast<int>((b >> 4) | (((h >> 6) & 3u) << 4)) - 32;
+        v1[t] = mul(ds[is + 0], i2f(q1));
+        v2[t] = mul(ds[is + 2], i2f(q2));
+        v3[t] = mul(ds[is + 4], i2f(q3));
+        v4[t] = mul(ds[is + 6], i2f(q4));
+      }
+      emit(4 * i, v1[0], v1[1], v1[2], v1[3]);
+      emit(32 + 4 * i, v2[0], v2[1], v2[2], v2[3]);
+      emit(64 + 4 * i, v3[0], v3[1], v3[2], v3[3]);
+      emit(96 + 4 * i, v4[0], v4[1], v4[2], v4[3]);
+    }
+  }
+};
+
+// ---- Q2_K: granule = one half (128 values) ------------------------------------------------------
+template <>
+struct Format<TensorType::Q2_K> {
+  static constexpr int kBlockValues = 256, kGranules = 2, kGranuleValues = 128;
+  static constexpr int kBodyBytes = 80, kTailBytes = 4;
+  template <class Emit>
+  RL_HD static void decode(const uint8_t* body, const uint8_t* tail, int n, const IqTables&,
+                           Emit&& emit) {
+    const uint2 s = load8(body + 8 * n);
+    const uint4 qa = load16(body + 16 + 32 * n), qb = load16(body + 32 + 32 * n);
+    const uint32_t dd = load4(tail);
+    const float d = f16(dd), dmin = f16(dd >> 16);
+    const uint32_t q[8] = {qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w};
+    RL_UNROLL
+    for (int j = 0; j < 4; ++j) {
+      RL_UNROLL
+      for (int half = 0; half < 2; ++half) {
+        const uint32_t sc = byte_of(j < 2 ? s.x : s.y, (2 * j + half) & 3);
+        const float dl = mul(d, i2f(sc & 0xFu));
+        const float ml = mul(dmin, i2f(sc >> 4));
+        RL_UNROLL
+        for (int w = 0; w < 4; ++w) {
+          const uint32_t v = (q[4 * half + w] >> (2 * j)) & 0x03030303u;
+          emit(32 * j + 16 * half + 4 * w, sub(mul(dl, i2f(byte_of(v, 0))), ml),
+               sub(mul(dl, i2f(byte_of(v, 1))), ml), sub(mul(dl, i2f(byte_of(v, 2))), ml),
+               sub(mul(dl, i2f(byte_of(v, 3))), ml));
+        }
+      }
+    }
+  }
+};
+
+// ---- Q3_K: granule = one half (128 values); the body is only 4-byte aligned ---------------------
+template <>
+struct Format<TensorType::Q3_K> {
+  static constexpr int kBlockValues = 256, kGranules = 2, kGranuleValues = 128;
+  static constexpr int kBodyBytes = 108, kTailBytes = 2;
+  template <class Emit>
+  RL_HD static void decode(const uint8_t* body, const uint8_t* tail, int n, const IqTables&,
+                           Emit&& emit) {
+    uint32_t hm[8], q[8];
+    RL_UNROLL
+    for (int k = 0; k < 8; ++k) {
+      hm[k] = load4(body + 4 * k);
+      q[k] = load4(body + 32 + 32 * n + 4 * k);
+    }
+    // ggml's unpacking of the 16 6-bit scales from 12 bytes.
+    const uint32_t a0 = load4(body + 96), a1 = load4(body + 100), tmp = load4(body + 104);
+    constexpr uint32_t kmask1 = 0x03030303u, kmask2 = 0x0f0f0f0fu;
+    const uint32_t lo = n == 0 ? (a0 & kmask2) | (((tmp >> 0) & kmask1) << 4)
+                               : ((a0 >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
+    const uint32_t hi = n == 0 ? (a1 & kmask2) | (((tmp >> 2) & kmask1) << 4)
+                               : ((a1 >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
+    const float d = f16(load2(tail));
+    RL_UNROLL
+    for (int j = 0; j < 4; ++j) {
+      const int mbit = 4 * n + j;
+      RL_UNROLL
+      for (int half = 0; half < 2; ++half) {
+        const int is = 2 * j + half;  // scale index within this 128-value half
+        const float dl = mul(d, i2f(sbyte_of(is < 4 ? lo : hi, is & 3) - 32));
+        RL_UNROLL
+        for (int w = 0; w < 4; ++w) {
+          const uint32_t v = q[4 * half + w] >> (2 * j), m = hm[4 * half + w] >> mbit;
+          float out[4];
+          RL_UNROLL
+          for (int t = 0; t < 4; ++t) {
+            const int val = static_cast<int>(byte_of(v, t) & 3u) - ((byte_of(m, t) & 1u) ? 0 : 4);
+            out[t] = mul(dl, i2f(val));
+          }
+          emit(32 * j + 16 * half + 4 * w, out[0], out[1], out[2], out[3]);
+        }
+      }
+    }
+  }
+};
+
+// ---- IQ2_XXS: granule = two groups of 32 (8 bytes each) ---------------------------------------
+template <>
+struct Format<TensorType::IQ2_XXS> {
+  static constexpr int kBlockValues = 256, kGranules = 4, kGranuleValues = 64;
+  static constexpr int kBodyBytes = 64, kTailBytes = 2;
+  template <class Emit>
+  RL_HD static void decode(const uint8_t* body, const uint8_t* tail, int g, const IqTables& t,
+                           Emit&& emit) {
+    const uint4 v = load16(body + 16 * g);
+    const float d = f16(load2(tail));
+    RL_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t idx = h ? v.z : v.x, aux = h ? v.w : v.y;
+      const float db = mul(mul(d, add(0.5f, i2f(aux >> 28))), 0.25f);
+      RL_UNROLL
+      for (int l = 0; l < 4; ++l) {
+        const uint64_t grid = t.iq2xxs_grid[byte_of(idx, l)];
+        const uint32_t s = ksigns((aux >> (7 * l)) & 127u);
+        const uint32_t g0 = static_cast<uint32_t>(grid), g1 = static_cast<uint32_t>(grid >> 32);
+        emit(32 * h + 8 * l, with_sign(mul(db, i2f(byte_of(g0, 0))), s, 0),
+             with_sign(mul(db, i2f(byte_of(g0, 1))), s, 1),
+             with_sign(mul(db, i2f(byte_of(g0, 2))), s, 2),
+             with_sign(mul(db, i2f(byte_of(g0, 3))), s, 3));
+        emit(32 * h + 8 * l + 4, with_sign(mul(db, i2f(byte_of(g1, 0))), s, 4),
+             with_sign(mul(db, i2f(byte_of(g1, 1))), s, 5),
+             with_sign(mul(db, i2f(byte_of(g1, 2))), s, 6),
+             with_sign(mul(db, i2f(byte_of(g1, 3))), s, 7));
+      }
+    }
+  }
+};
+
+// ---- IQ3_XXS: granule = two groups of 32 -------------------------------------------------------
+template <>
+struct Format<TensorType::IQ3_XXS> {
+  static constexpr int kBlockValues = 256, kGranules = 4, kGranuleValues = 64;
+  static constexpr int kBodyBytes = 96, kTailBytes = 2;
+  template <class Emit>
+  RL_HD static void decode(const uint8_t* body, const uint8_t* tail, int g, const IqTables& t,
+                           Emit&& emit) {
+    const uint4 qs = load16(body + 16 * g);     // 8 grid indices per group of 32
+    const uint2 ss = load8(body + 64 + 8 * g);  // scale and signs per group of 32
+    const float d = f16(load2(tail));
+    RL_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t aux = h ? ss.y : ss.x;
+      const uint32_t i0 = h ? qs.z : qs.x, i1 = h ? qs.w : qs.y;
+      const float db = mul(mul(d, add(0.5f, i2f(aux >> 28))), 0.5f);
+      RL_UNROLL
+      for (int l = 0; l < 4; ++l) {
+        const uint32_t s = ksigns((aux >> (7 * l)) & 127u);
+        const uint32_t iw = l < 2 ? i0 : i1;
+        const uint32_t ga = t.iq3xxs_grid[byte_of(iw, (2 * l) & 3)];
+        const uint32_t gb = t.iq3xxs_grid[byte_of(iw, (2 * l + 1) & 3)];
+        emit(32 * h + 8 * l, with_sign(mul(db, i2f(byte_of(ga, 0))), s, 0),
+             with_sign(mul(db, i2f(byte_of(ga, 1))), s, 1),
+             with_sign(mul(db, i2f(byte_of(ga, 2))), s, 2),
+             with_sign(mul(db, i2f(byte_of(ga, 3))), s, 3));
+        emit(32 * h + 8 * l + 4, with_sign(mul(db, i2f(byte_of(gb, 0))), s, 4),
+             with_sign(mul(db, i2f(byte_of(gb, 1))), s, 5),
+             with_sign(mul(db, i2f(byte_of(gb, 2))), s, 6),
+             with_sign(mul(db, i2f(byte_of(gb, 3))), s, 7));
+      }
+    }
+  }
+};
+
+// ---- IQ4_XS: granule = one group of 32; the body is 8-byte aligned ----------------------------
+template <>
+struct Format<TensorType::IQ4_XS> {
+  static constexpr int kBlockValues = 256, kGranules = 8, kGranuleValues = 32;
+  static constexpr int kBodyBytes = 136, kTailBytes = 0;
+  template <class Emit>
+  RL_HD static void decode(const uint8_t* body, const uint8_t*, int ib, const IqTables& t,
+                           Emit&& emit) {
+    const uint2 h = load8(body);  // d, scales_h, scales_l[4]
+    const uint2 qa = load8(body + 8 + 16 * ib), qb = load8(body + 16 + 16 * ib);
+    const float d = f16(h.x);
+    const uint32_t sh = h.x >> 16;
+    const int ls = static_cast<int>(((byte_of(h.y, ib / 2) >> (4 * (ib % 2))) & 0xFu) |
+                                    (((sh >> (2 * ib)) & 3u) << 4));
+    const float dl = mul(d, i2f(ls - 32));
+    const uint32_t q[4] = {qa.x, qa.y, qb.x, qb.y};
+    const int8_t* kv = t.iq4nl_values;
+    RL_UNROLL
+    for (int w = 0; w < 4; ++w) {
+      emit(4 * w, mul(dl, i2f(kv[byte_of(q[w], 0) & 0xFu])),
+           mul(dl, i2f(kv[byte_of(q[w], 1) & 0xFu])), mul(dl, i2f(kv[byte_of(q[w], 2) & 0xFu])),
+           mul(dl, i2f(kv[byte_of(q[w], 3) & 0xFu])));
+      emit(16 + 4 * w, mul(dl, i2f(kv[byte_of(q[w], 0) >> 4])),
+           mul(dl, i2f(kv[byte_of(q[w], 1) >> 4])), mul(dl, i2f(kv[byte_of(q[w], 2) >> 4])),
+           mul(dl, i2f(kv[byte_of(q[w], 3) >> 4])));
+    }
+  }
+};
+
+// Calls f.template operator()<T>() for the runtime type t; returns false for types without a
+// decoder. Keeps the list of supported types in one place.
+template <class F>
+bool dispatch(TensorType t, F&& f) {
+  switch (t) {
+    case TensorType::F32:
+      f.template operator()<TensorType::F32>();
+      return true;
+    case TensorType::F16:
+      f.template operator()<TensorType::F16>();
+      return true;
+    case TensorType::BF16:
+      f.template operator()<TensorType::BF16>();
+      return true;
+    case TensorType::Q8_0:
+      f.template operator()<TensorType::Q8_0>();
+      return true;
+    case TensorType::Q2_K:
+      f.template operator()<TensorType::Q2_K>();
+      return true;
+    case TensorType::Q3_K:
+      f.template operator()<TensorType::Q3_K>();
+      return true;
+    case TensorType::Q4_K:
+      f.template operator()<TensorType::Q4_K>();
+      return true;
+    case TensorType::Q5_K:
+      f.template operator()<TensorType::Q5_K>();
+      return true;
+    case TensorType::Q6_K:
+      f.template operator()<TensorType::Q6_K>();
+      return true;
+    case TensorType::IQ2_XXS:
+      f.template operator()<TensorType::IQ2_XXS>();
+      return true;
+    case TensorType::IQ3_XXS:
+      f.template operator()<TensorType::IQ3_XXS>();
+      return true;
+    case TensorType::IQ4_XS:
+      f.template operator()<TensorType::IQ4_XS>();
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Host or device: decodes n_blocks consecutive blocks (split layout) into y. Used by host tests
+// and by the embedding lookup.
+template <TensorType T>
+RL_HD void decode_blocks(const uint8_t* body, const uint8_t* tail, int64_t n_blocks,
+                         const IqTables& t, float* y) {
+  using F = Format<T>;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    for (int g = 0; g < F::kGranules; ++g) {
+      float* out = y + b * F::kBlockValues + g * F::kGranuleValues;
+      F::decode(body + b * F::kBodyBytes, tail + b * F::kTailBytes, g, t,
+                [&](int j, float a, float bb, float c, float d) {
+                  out[j] = a, out[j + 1] = bb, out[j + 2] = c, out[j + 3] = d;
+                });
+    }
+  }
+}
+
+}  // namespace rl::cuda::fmt

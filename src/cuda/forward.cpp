@@ -1,0 +1,288 @@
+// The GPU forward pass for one token, top to bottom. Every launch is asynchronous and reads the
+// token and position from device memory, so the whole step is captured once into a CUDA graph.
+//
+// Launches per layer: DeltaNet 3-4 (input projections by weight type, the step, the output
+// projection with the gated norm fused in), attention 5-6 (projections, norm/RoPE/append,
+// split-K attention, merge with the gate, output projection), MoE 5 (router logits, top-k with
+// the experts' gate/up, shared gate/up, experts' down, shared down). Residual adds are fused into
+// the output and down projections; RMSNorms into the GEMVs that read them.
+#include "cuda/forward.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "cuda/check.h"
+#include "cuda/device.h"
+#include "cuda/kernels.h"
+#include "util/error.h"
+
+namespace rl::cuda {
+
+namespace {
+
+using engine::KvType;
+
+// Calls back the observer, if any, after a launch.
+struct Note {
+  StepObserver* observer;
+  cudaStream_t stream;
+  void operator()(const char* what, uint64_t bytes) const {
+    if (observer) observer->launched(what, bytes, stream);
+  }
+};
+
+// y[run offsets] = W · in(x) for every run of a projection.
+void project(const Projection& p, GemvIn in, const float* x, const float* norm, float eps, float* y,
+             cudaStream_t stream, const Note& note, const char* what) {
+  for (const auto& run : p.runs) {
+    GemvArgs a;
+    a.w = run.m;
+    a.in = in;
+    a.x = x;
+    a.norm = norm;
+    a.eps = eps;
+    a.y = y + run.out_offset;
+    gemv(a, stream);
+    note(what, matrix_bytes(run.m));
+  }
+}
+
+void attention_block(const DeviceModel& m, const LayerGpu& L, SessionBuffers& s,
+                     const SessionBuffers::AttentionState& kv, const StepOptions& opt,
+                     cudaStream_t stream, const Note& note) {
+  const auto& c = m.config;
+  const int32_t* pos = s.step + 1;
+  project(L.attn.qkv, GemvIn::RmsNorm, s.x, L.attn_norm, c.rms_eps, s.proj, stream, note,
+          "attention q|k|v projection");
+  const float* qg = s.proj;
+  const float* k = qg + 2 * c.q_dim();
+  const float* v = k + c.kv_dim();
+
+  AttnPrepArgs prep;
+  prep.qg = qg, prep.k = k, prep.v = v;
+  prep.q_norm = L.attn.q_norm, prep.k_norm = L.attn.k_norm, prep.eps = c.rms_eps;
+  prep.rope_inv_freq = m.rope_inv_freq, prep.n_rot = c.n_rot;
+  prep.q_out = s.q, prep.k_cache = kv.k, prep.v_cache = kv.v;
+  prep.kv_type = s.kv_type, prep.max_ctx = s.max_ctx, prep.pos = pos;
+  prep.n_head = c.n_head, prep.n_head_kv = c.n_head_kv, prep.head_dim = c.head_dim;
+  attn_prep(prep, stream);
+  note("attention q/k norm, RoPE, KV append", 0);
+
+  AttnArgs at;
+  at.q = s.q, at.k_cache = kv.k, at.v_cache = kv.v, at.kv_type = s.kv_type;
+  at.max_ctx = s.max_ctx, at.pos = pos, at.n_head_kv = c.n_head_kv;
+  at.split = opt.split;
+  at.ctas = opt.split == 128 ? s.attn_ctas_128 : s.attn_ctas_256;
+  at.part_o = s.part_o, at.part_ml = s.part_ml;
+  attn_decode(at, stream);
+  note("attention split-K",
+       2ull * c.kv_dim() * (opt.position_hint + 1) * engine::kv_type_bytes(s.kv_type));
+
+  AttnMergeArgs mg;
+  mg.part_o = s.part_o, mg.part_ml = s.part_ml, mg.ctas = at.ctas, mg.split = opt.split;
+  mg.pos = pos, mg.qg = qg, mg.out = s.mixed, mg.n_head = c.n_head, mg.n_head_kv = c.n_head_kv;
+  attn_merge(mg, stream);
+  note("attention merge + gate", 0);
+
+  GemvArgs out;
+  out.w = L.attn.output, out.x = s.mixed, out.out = GemvOut::Add, out.y = s.x;
+  gemv(out, stream);
+  note("attention output projection (+residual)", matrix_bytes(L.attn.output));
+}
+
+void deltanet_block(const DeviceModel& m, const LayerGpu& L, SessionBuffers& s,
+                    const SessionBuffers::DeltaNetState& st, cudaStream_t stream,
+                    const Note& note) {
+  const auto& c = m.config;
+  const auto& w = L.deltanet;
+  project(w.in, GemvIn::RmsNorm, s.x, L.attn_norm, c.rms_eps, s.proj, stream, note,
+          "deltanet qkv|z|b|a projection");
+  const float* qkv = s.proj;
+  const float* z = qkv + c.ssm_conv_channels();
+  const float* b = z + c.ssm_v_dim();
+  const float* a = b + c.ssm_n_v_heads;
+
+  DeltaNetArgs d;
+  d.qkv = qkv, d.b = b, d.a = a;
+  d.conv_w = w.conv, d.dt_bias = w.dt_bias, d.ssm_a = w.a;
+  d.conv_ring = st.conv_ring, d.state = st.delta, d.out = s.mixed, d.pos = s.step + 1;
+  d.n_k_heads = c.ssm_n_k_heads, d.n_v_heads = c.ssm_n_v_heads, d.head_dim = c.ssm_head_dim;
+  d.conv_kernel = c.ssm_conv_kernel, d.eps = c.rms_eps;
+  deltanet_step(d, stream);
+  note("deltanet conv + delta rule", 2ull * c.ssm_n_v_heads * c.ssm_head_dim * c.ssm_head_dim * 4);
+
+  GemvArgs out;
+  out.w = w.out, out.in = GemvIn::GatedRmsNorm, out.x = s.mixed, out.norm = w.norm;
+  out.gate = z, out.group = c.ssm_head_dim, out.eps = c.rms_eps;
+  out.out = GemvOut::Add, out.y = s.x;
+  gemv(out, stream);
+  note("deltanet gated norm + output projection (+residual)", matrix_bytes(w.out));
+}
+
+void moe_block(const DeviceModel& m, const LayerGpu& L, SessionBuffers& s, cudaStream_t stream,
+               const Note& note) {
+  const auto& c = m.config;
+  const auto& w = L.moe;
+  const int k = c.n_expert_used;
+  project(w.router, GemvIn::RmsNorm, s.x, L.post_norm, c.rms_eps, s.router, stream, note,
+          "router + shared gate logits");
+  RouteArgs route;
+  route.logits = s.router, route.n_expert = c.n_expert;
+  route.ids = s.expert_ids, route.weights = s.expert_weights;
+  GateUpArgs gu;
+  gu.gate = w.gate, gu.up = w.up, gu.route = &route;
+  gu.n_slots = k, gu.x = s.x, gu.norm = L.post_norm, gu.eps = c.rms_eps, gu.act = s.act;
+  moe_gate_up(gu, stream);
+  note("router top-k + experts gate/up + SwiGLU", k * (matrix_bytes(w.gate) + matrix_bytes(w.up)));
+
+  GateUpArgs sh = gu;
+  sh.gate = w.sh_gate, sh.up = w.sh_up, sh.route = nullptr, sh.ids = nullptr;
+  sh.scales = s.expert_weights + k;  // sigmoid of the shared gate, from the routed kernel
+  sh.n_slots = 1, sh.act = s.sh_act;
+  moe_gate_up(sh, stream);
+  note("shared expert gate/up + SwiGLU", matrix_bytes(w.sh_gate) + matrix_bytes(w.sh_up));
+
+  DownArgs dn;
+  dn.down = w.down, dn.ids = s.expert_ids, dn.n_slots = k, dn.act = s.act, dn.y = s.x;
+  moe_down(dn, stream);
+  note("experts down (+residual)", k * matrix_bytes(w.down));
+
+  DownArgs sd;
+  sd.down = w.sh_down, sd.n_slots = 1, sd.act = s.sh_act, sd.y = s.x;
+  moe_down(sd, stream);
+  note("shared expert down (+residual)", matrix_bytes(w.sh_down));
+}
+
+// Sizes (in bytes) of the pieces of a session's storage, in allocation order.
+struct Plan {
+  uint64_t offset = 0;
+  uint64_t take(uint64_t bytes) {
+    const uint64_t at = offset;
+    offset += (bytes + 255) / 256 * 256;
+    return at;
+  }
+};
+
+int64_t proj_rows(const model::Config& c) {
+  const int64_t attn = 2 * c.q_dim() + 2 * c.kv_dim();
+  const int64_t dn = c.ssm_conv_channels() + c.ssm_v_dim() + 2 * c.ssm_n_v_heads;
+  return std::max(attn, dn);
+}
+
+int ctas_for(const model::Config& c, KvType kv, int split) {
+  return c.n_attention_layers() == 0 ? 1 : attn_ctas_per_head(kv, split, c.n_head_kv);
+}
+
+int max_ctas(const model::Config& c, KvType kv) {
+  return std::max(ctas_for(c, kv, 128), ctas_for(c, kv, 256));
+}
+
+}  // namespace
+
+uint64_t SessionBuffers::bytes_needed(const model::Config& c, int64_t max_ctx, KvType kv_type) {
+  Plan p;
+  const uint64_t kv_one =
+      static_cast<uint64_t>(c.kv_dim()) * max_ctx * engine::kv_type_bytes(kv_type);
+  for (int i = 0; i < c.n_attention_layers(); ++i) p.take(kv_one), p.take(kv_one);
+  for (int i = 0; i < c.n_deltanet_layers(); ++i) {
+    p.take(static_cast<uint64_t>(c.ssm_conv_kernel) * c.ssm_conv_channels() * 4);
+    p.take(static_cast<uint64_t>(c.ssm_n_v_heads) * c.ssm_head_dim * c.ssm_head_dim * 4);
+  }
+  const uint64_t ctas = max_ctas(c, kv_type);
+  p.take(c.n_embd * 4);
+  p.take(proj_rows(c) * 4);
+  p.take(c.q_dim() * 4);
+  p.take(std::max(c.q_dim(), c.ssm_v_dim()) * 4);
+  p.take((c.n_expert + 1) * 4);
+  p.take((c.n_expert_used + 1) * 4);
+  p.take((c.n_expert_used + 1) * 4);
+  p.take(c.n_expert_used * c.expert_ff * 4);
+  p.take(c.shexp_ff * 4);
+  p.take(static_cast<uint64_t>(c.n_head_kv) * ctas * kAttnGroup * kAttnHeadDim * 4);
+  p.take(static_cast<uint64_t>(c.n_head_kv) * ctas * kAttnGroup * 2 * 4);
+  p.take(c.n_vocab * 4);
+  p.take(2 * 4);
+  return p.offset;
+}
+
+SessionBuffers::SessionBuffers(const DeviceModel& model, int64_t max_ctx_, KvType kv_type_)
+    : max_ctx(max_ctx_), kv_type(kv_type_) {
+  const auto& c = model.config;
+  storage = DeviceBuffer(bytes_needed(c, max_ctx, kv_type));
+  uint8_t* base = storage.as<uint8_t>();
+  Plan p;  // the same order as bytes_needed
+  auto at = [&](uint64_t bytes) { return base + p.take(bytes); };
+  const uint64_t kv_one =
+      static_cast<uint64_t>(c.kv_dim()) * max_ctx * engine::kv_type_bytes(kv_type);
+  for (int i = 0; i < c.n_attention_layers(); ++i) {
+    AttentionState a;
+    a.k = at(kv_one);
+    a.v = at(kv_one);
+    attention.push_back(a);
+  }
+  for (int i = 0; i < c.n_deltanet_layers(); ++i) {
+    DeltaNetState d;
+    d.conv_ring = reinterpret_cast<float*>(
+        at(static_cast<uint64_t>(c.ssm_conv_kernel) * c.ssm_conv_channels() * 4));
+    d.delta = reinterpret_cast<float*>(
+        at(static_cast<uint64_t>(c.ssm_n_v_heads) * c.ssm_head_dim * c.ssm_head_dim * 4));
+    deltanet.push_back(d);
+  }
+  state_bytes = p.offset;
+  attn_ctas_128 = ctas_for(c, kv_type, 128);
+  attn_ctas_256 = ctas_for(c, kv_type, 256);
+  attn_ctas = std::max(attn_ctas_128, attn_ctas_256);
+  x = reinterpret_cast<float*>(at(c.n_embd * 4));
+  proj = reinterpret_cast<float*>(at(proj_rows(c) * 4));
+  q = reinterpret_cast<float*>(at(c.q_dim() * 4));
+  mixed = reinterpret_cast<float*>(at(std::max(c.q_dim(), c.ssm_v_dim()) * 4));
+  router = reinterpret_cast<float*>(at((c.n_expert + 1) * 4));
+  expert_ids = reinterpret_cast<int32_t*>(at((c.n_expert_used + 1) * 4));
+  expert_weights = reinterpret_cast<float*>(at((c.n_expert_used + 1) * 4));
+  act = reinterpret_cast<float*>(at(c.n_expert_used * c.expert_ff * 4));
+  sh_act = reinterpret_cast<float*>(at(c.shexp_ff * 4));
+  part_o = reinterpret_cast<float*>(
+      at(static_cast<uint64_t>(c.n_head_kv) * attn_ctas * kAttnGroup * kAttnHeadDim * 4));
+  part_ml = reinterpret_cast<float*>(
+      at(static_cast<uint64_t>(c.n_head_kv) * attn_ctas * kAttnGroup * 2 * 4));
+  logits = reinterpret_cast<float*>(at(c.n_vocab * 4));
+  step = reinterpret_cast<int32_t*>(at(2 * 4));
+  RL_CUDA(cudaMemset(base, 0, storage.bytes()));
+}
+
+int attention_split_for(int64_t position) {
+  static const int forced = [] {
+    const char* env = std::getenv("RL_ENGINE_ATTN_BLK");
+    if (!env || !*env) return 0;
+    const int v = std::atoi(env);
+    if (v != 128 && v != 256) fail("RL_ENGINE_ATTN_BLK must be 128 or 256, not '", env, "'");
+    return v;
+  }();
+  if (forced) return forced;
+  return position + 1 < 12288 ? 128 : 256;
+}
+
+void enqueue_decode_step(const DeviceModel& m, SessionBuffers& s, const StepOptions& options,
+                         cudaStream_t stream, StepObserver* observer) {
+  const auto& c = m.config;
+  const Note note{observer, stream};
+  embed(m.token_embd, s.step, s.x, stream);
+  note("embedding row", matrix_bytes(m.token_embd) / std::max<int64_t>(1, c.n_vocab));
+
+  int attention_index = 0, deltanet_index = 0;
+  for (const LayerGpu& L : m.layers) {
+    if (L.attention)
+      attention_block(m, L, s, s.attention[attention_index++], options, stream, note);
+    else
+      deltanet_block(m, L, s, s.deltanet[deltanet_index++], stream, note);
+    moe_block(m, L, s, stream, note);
+  }
+
+  GemvArgs head;
+  head.w = m.output, head.in = GemvIn::RmsNorm, head.x = s.x, head.norm = m.output_norm;
+  head.eps = c.rms_eps, head.y = s.logits;
+  gemv(head, stream);
+  note("output norm + head", matrix_bytes(m.output));
+}
+
+}  // namespace rl::cuda

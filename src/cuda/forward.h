@@ -1,0 +1,79 @@
+// One decode step of the whole model on the GPU, and the per-session buffers it works on.
+// Internal to src/cuda.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cuda/buffer.h"
+#include "cuda/device_model.h"
+
+namespace rl::cuda {
+
+// A session's device memory: KV cache, recurrent states, activations. Sized once.
+struct SessionBuffers {
+  SessionBuffers(const DeviceModel& model, int64_t max_ctx, engine::KvType kv_type);
+
+  // Bytes these buffers take for a model and context, for planning before allocation.
+  static uint64_t bytes_needed(const model::Config& c, int64_t max_ctx, engine::KvType kv_type);
+
+  int64_t max_ctx = 0;
+  engine::KvType kv_type = engine::KvType::F32;
+  int attn_ctas_128 = 0, attn_ctas_256 = 0;  // attention CTAs per KV head for each split size
+  int attn_ctas = 0;                         // the larger: partials per KV head
+
+  struct AttentionState {
+    void* k = nullptr;  // [n_head_kv][max_ctx][head_dim]
+    void* v = nullptr;
+  };
+  struct DeltaNetState {
+    float* conv_ring = nullptr;  // [conv_kernel][channels]
+    float* delta = nullptr;      // [n_v_heads][head_dim][head_dim]
+  };
+  std::vector<AttentionState> attention;  // per attention layer
+  std::vector<DeltaNetState> deltanet;    // per DeltaNet layer
+
+  // Activations (float32).
+  float* x = nullptr;       // residual stream [d]
+  float* proj = nullptr;    // outputs of the input projections
+  float* q = nullptr;       // attention queries after norm and RoPE
+  float* mixed = nullptr;   // attention / DeltaNet output before the output projection
+  float* router = nullptr;  // [n_expert + 1]
+  int32_t* expert_ids = nullptr;
+  float* expert_weights = nullptr;
+  float* act = nullptr;     // [n_expert_used][expert_ff]
+  float* sh_act = nullptr;  // [shexp_ff]
+  float* part_o = nullptr;
+  float* part_ml = nullptr;
+  float* logits = nullptr;  // [n_vocab]
+  int32_t* step = nullptr;  // [token, position] of the step, copied in from host memory
+
+  uint64_t state_bytes = 0;  // KV + recurrent
+  DeviceBuffer storage;
+};
+
+// Optional observer of the launches of a step (the per-kernel breakdown of `bench decode`).
+class StepObserver {
+ public:
+  virtual ~StepObserver() = default;
+  // Called after each kernel launch with what it was and the bytes it must move.
+  virtual void launched(const char* what, uint64_t bytes, cudaStream_t stream) = 0;
+};
+
+struct StepOptions {
+  int split = 128;            // attention positions per split
+  int64_t position_hint = 0;  // for byte counts only
+};
+
+// Enqueues one token's forward pass: reads [token, position] from buffers.step, writes logits.
+// Everything is asynchronous and capturable into a CUDA graph.
+void enqueue_decode_step(const DeviceModel& m, SessionBuffers& s, const StepOptions& options,
+                         cudaStream_t stream, StepObserver* observer = nullptr);
+
+// The split size for a step at `position`: 128 below 12288 positions, 256 from there, or
+// RL_ENGINE_ATTN_BLK when set (128 or 256).
+int attention_split_for(int64_t position);
+
+}  // namespace rl::cuda

@@ -1,0 +1,169 @@
+// The building blocks of the matrix-vector kernels (gemv.cu, moe.cu). Internal; .cu only.
+//
+// Bandwidth reasoning. At batch 1 a GEMV reads every weight byte once and does two flops per
+// weight, so it is bound by memory bandwidth if (a) the loads are wide and coalesced and (b)
+// enough of them are in flight, and (c) decoding does not become the bottleneck. Here
+//  (a) each lane decodes whole "granules" (formats.cuh) with 16-byte loads where the block body
+//      allows; neighbouring lanes take neighbouring granules of a row, so a warp's loads cover
+//      contiguous memory;
+//  (b) 256-thread blocks, several resident per SM, each lane with 2-7 independent 16-byte loads
+//      per granule; L lanes share a row (L = 32 for long rows, fewer for short ones so that no
+//      lane idles) and a warp serves 32 / L rows at a time;
+//  (c) the input vector is staged once per block in shared memory, padded by 4 floats after each
+//      granule so that lanes reading the same offset of consecutive granules hit different banks,
+//      and read as float4; four independent accumulators per lane hide the FMA latency.
+// The scales of a granule are applied per value (decode then multiply) rather than factored out:
+// that keeps one exact decoder per format, shared with the bit-exactness self-test.
+#pragma once
+#include "cuda/device_utils.cuh"
+#include "cuda/formats.cuh"
+#include "cuda/kernels.h"
+
+namespace rl::cuda {
+
+constexpr int kGemvThreads = 256;
+
+// Shared-memory index of value i for granules of GV values (4 floats of padding per granule).
+template <int GV>
+__device__ __forceinline__ int padded(int i) {
+  return i + (i / GV) * 4;
+}
+
+// Floats of shared memory that n staged values take.
+template <int GV>
+constexpr int64_t padded_size(int64_t n) {
+  return n + ((n + GV - 1) / GV) * 4;
+}
+
+// Bytes of one row's bodies / tails.
+template <gguf::TensorType T>
+__host__ __device__ __forceinline__ int64_t body_row_bytes(int64_t cols) {
+  using F = fmt::Format<T>;
+  return cols / F::kBlockValues * F::kBodyBytes;
+}
+template <gguf::TensorType T>
+__host__ __device__ __forceinline__ int64_t tail_row_bytes(int64_t cols) {
+  using F = fmt::Format<T>;
+  return cols / F::kBlockValues * F::kTailBytes;
+}
+
+// Partial dot products of R rows with the staged input: the lane takes granules
+// {sub, sub + L, ...} < n_gran of each row. `loc[k](i, body, tail, g)` gives granule i's block
+// body, tail and index in the block for row k; granule i's values sit at xs + i * (GV + 4). The
+// R rows are decoded in one loop body, so their loads are issued together (R x 2-7 16-byte loads
+// in flight per lane).
+template <gguf::TensorType T, int R, class Locate>
+__device__ __forceinline__ void rows_dot(int n_gran, int sub, int L, const float* xs,
+                                         const fmt::IqTables& tables, const Locate (&loc)[R],
+                                         float (&out)[R]) {
+  using F = fmt::Format<T>;
+  float4 acc[R];
+#pragma unroll
+  for (int k = 0; k < R; ++k) acc[k] = make_float4(0.f, 0.f, 0.f, 0.f);
+    // Unrolled so that the loads of consecutive granules of a long row are in flight together.
+#pragma unroll 4
+  for (int i = sub; i < n_gran; i += L) {
+    const float* xg = xs + i * (F::kGranuleValues + 4);
+#pragma unroll
+    for (int k = 0; k < R; ++k) {
+      const uint8_t* body;
+      const uint8_t* tail;
+      int g;
+      loc[k](i, body, tail, g);
+      F::decode(body, tail, g, tables, [&](int j, float w0, float w1, float w2, float w3) {
+        const float4 xv = *reinterpret_cast<const float4*>(xg + j);
+        acc[k].x = fmaf(w0, xv.x, acc[k].x);
+        acc[k].y = fmaf(w1, xv.y, acc[k].y);
+        acc[k].z = fmaf(w2, xv.z, acc[k].z);
+        acc[k].w = fmaf(w3, xv.w, acc[k].w);
+      });
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < R; ++k) out[k] = (acc[k].x + acc[k].y) + (acc[k].z + acc[k].w);
+}
+
+// One row (R = 1) as a value.
+template <gguf::TensorType T, class Locate>
+__device__ __forceinline__ float row_dot(int n_gran, int sub, int L, const float* xs,
+                                         const fmt::IqTables& tables, const Locate& locate) {
+  const Locate loc[1] = {locate};
+  float out[1];
+  rows_dot<T, 1>(n_gran, sub, L, xs, tables, loc, out);
+  return out[0];
+}
+
+// Locates granule i of one row of a single matrix.
+template <gguf::TensorType T>
+struct RowLocator {
+  const uint8_t* body;
+  const uint8_t* tail;
+  __device__ __forceinline__ void operator()(int i, const uint8_t*& b, const uint8_t*& t,
+                                             int& g) const {
+    using F = fmt::Format<T>;
+    const int blk = i / F::kGranules;
+    g = i - blk * F::kGranules;
+    b = body + static_cast<int64_t>(blk) * F::kBodyBytes;
+    t = tail + static_cast<int64_t>(blk) * F::kTailBytes;
+  }
+};
+
+// Start of row r of expert e.
+template <gguf::TensorType T>
+__device__ __forceinline__ RowLocator<T> locate_row(const Matrix& m, int64_t e, int64_t r) {
+  const int64_t row = e * m.expert_rows + m.row_offset + r;
+  return {m.body + row * body_row_bytes<T>(m.cols), m.tail + row * tail_row_bytes<T>(m.cols)};
+}
+
+// Prefetches rows [first, end) of a single matrix (bodies and tails) into L2.
+template <gguf::TensorType T>
+__device__ __forceinline__ void prefetch_weight_rows(const Matrix& m, int64_t first, int64_t end) {
+  const int64_t body_row = body_row_bytes<T>(m.cols), tail_row = tail_row_bytes<T>(m.cols);
+  prefetch_l2(m.body + (m.row_offset + first) * body_row, (end - first) * body_row);
+  if (tail_row) prefetch_l2(m.tail + (m.row_offset + first) * tail_row, (end - first) * tail_row);
+}
+
+// Sum over the L lanes of a row group (L a power of two; groups are aligned lane ranges).
+__device__ __forceinline__ float group_sum(float v, int L) {
+  for (int o = L >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+  return v;
+}
+
+// Lanes per row: all 32 for rows of >= 32 granules, else the next power of two.
+inline int lanes_for(int64_t n_gran) {
+  int L = 1;
+  while (L < 32 && L < n_gran) L <<= 1;
+  return L;
+}
+
+// Stages in(x) (n values) into shared memory in the padded layout; ends synchronised.
+template <int GV>
+__device__ void stage_input(GemvIn mode, const float* x, int n, const float* norm,
+                            const float* gate, int group, float eps, float* xs) {
+  __shared__ double red[32];
+  if (mode == GemvIn::Plain) {
+    for (int i = threadIdx.x; i < n; i += blockDim.x) xs[padded<GV>(i)] = x[i];
+  } else if (mode == GemvIn::RmsNorm) {
+    double ss = 0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) ss += static_cast<double>(x[i]) * x[i];
+    ss = block_sum(ss, red);
+    const float scale = static_cast<float>(1.0 / sqrt(ss / n + eps));
+    for (int i = threadIdx.x; i < n; i += blockDim.x) xs[padded<GV>(i)] = x[i] * scale * norm[i];
+  } else {  // GatedRmsNorm: one warp per group
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+    for (int g = warp; g < n / group; g += n_warps) {
+      const float* xg = x + g * group;
+      double ss = 0;
+      for (int j = lane; j < group; j += 32) ss += static_cast<double>(xg[j]) * xg[j];
+      ss = warp_sum(ss);
+      const float scale = static_cast<float>(1.0 / sqrt(ss / group + eps));
+      for (int j = lane; j < group; j += 32) {
+        const int i = g * group + j;
+        xs[padded<GV>(i)] = x[i] * scale * norm[j] * siluf(gate[i]);
+      }
+    }
+  }
+  __syncthreads();
+}
+
+}  // namespace rl::cuda

@@ -1,0 +1,189 @@
+// Host-side launchers of every GPU kernel, callable from .cpp files. Internal to src/cuda.
+//
+// All launchers are asynchronous on the given stream and capture into CUDA graphs: sizes that
+// change from token to token (the position) are read by the kernels from device memory.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "engine/engine.h"
+#include "gguf/types.h"
+
+namespace rl::cuda {
+
+// The IQ lookup tables in device memory (uploaded once per device from rl::quant::tables).
+struct DeviceTables {
+  const uint64_t* iq2xxs_grid = nullptr;
+  const uint32_t* iq3xxs_grid = nullptr;
+  const int8_t* iq4nl_values = nullptr;
+};
+const DeviceTables& device_tables();  // for the current device
+
+// A weight matrix in device memory in the split block layout (cuda/layout.h), or a stack of
+// equally shaped expert matrices. Row r of expert e is global row
+// e * expert_rows + row_offset + r.
+struct Matrix {
+  gguf::TensorType type = gguf::TensorType::F32;
+  const uint8_t* body = nullptr;
+  const uint8_t* tail = nullptr;
+  int64_t cols = 0;         // values per row
+  int64_t rows = 0;         // rows of one matrix (one expert)
+  int64_t expert_rows = 0;  // rows from one expert's start to the next (stacks only)
+  int64_t row_offset = 0;   // first row within each expert (the up half of a fused gate_up)
+};
+
+// True if the GEMV kernels decode this type (cols must be a multiple of its block size).
+bool gemv_supports(gguf::TensorType type);
+
+// ---- GEMV: y = W · in(x) -------------------------------------------------------------------
+enum class GemvIn {
+  Plain,         // x
+  RmsNorm,       // x / sqrt(mean(x²) + eps) * norm                        (norm: cols values)
+  GatedRmsNorm,  // per group of `group` values: rmsnorm(x) * norm * silu(gate) (norm: group)
+};
+enum class GemvOut { Store, Add };  // y = W·in  |  y += W·in
+
+struct GemvArgs {
+  Matrix w;
+  GemvIn in = GemvIn::Plain;
+  const float* x = nullptr;
+  const float* norm = nullptr;
+  const float* gate = nullptr;
+  int group = 0;
+  float eps = 1e-6f;
+  GemvOut out = GemvOut::Store;
+  float* y = nullptr;
+};
+void gemv(const GemvArgs& args, cudaStream_t stream);
+
+// ---- Mixture of experts --------------------------------------------------------------------
+// Softmax router over n_expert logits: the top k (ties: lower index first) with weights
+// renormalised over the k. If shared_logit is given, slot k gets the shared expert:
+// ids[k] = 0, weights[k] = sigmoid(*shared_logit).
+void moe_route(const float* logits, int n_expert, int k, const float* shared_logit, int32_t* ids,
+               float* weights, cudaStream_t stream);
+
+// act[s][r] = scale[s] * silu(gate_e·h)[r] * (up_e·h)[r] with e = ids[s] and
+// h = rmsnorm(x) * norm, for slots s < n_slots and rows r < gate.rows. With `route` set, the
+// kernel first picks the experts itself (moe_route's top-k over route->logits, n_slots = k):
+// ids and weights come from there and are also written to route->ids / route->weights (with the
+// shared expert's gate in slot k) for the kernels that follow.
+struct RouteArgs {
+  const float* logits = nullptr;  // [n_expert], then the shared expert's gate logit
+  int n_expert = 0;
+  int32_t* ids = nullptr;    // [k + 1] out
+  float* weights = nullptr;  // [k + 1] out
+};
+struct GateUpArgs {
+  Matrix gate, up;
+  const int32_t* ids = nullptr;      // null: expert 0 in every slot (a plain matrix)
+  const float* scales = nullptr;     // null: 1
+  const RouteArgs* route = nullptr;  // pick the experts in the kernel (ids, scales unused)
+  int n_slots = 1;
+  const float* x = nullptr;
+  const float* norm = nullptr;
+  float eps = 1e-6f;
+  float* act = nullptr;  // [n_slots][gate.rows]
+};
+void moe_gate_up(const GateUpArgs& args, cudaStream_t stream);
+
+// y[r] += sum over slots s of down_e · act[s] with e = ids[s], for r < down.rows.
+struct DownArgs {
+  Matrix down;
+  const int32_t* ids = nullptr;  // null: expert 0
+  int n_slots = 1;
+  const float* act = nullptr;  // [n_slots][down.cols]
+  float* y = nullptr;
+};
+void moe_down(const DownArgs& args, cudaStream_t stream);
+
+// ---- Gated DeltaNet, one token --------------------------------------------------------------
+struct DeltaNetArgs {
+  const float* qkv = nullptr;      // conv-channel inputs [q: nk*hd | k: nk*hd | v: nv*hd]
+  const float* b = nullptr;        // [nv] beta logits
+  const float* a = nullptr;        // [nv] decay inputs
+  const float* conv_w = nullptr;   // [channels][conv_kernel]
+  const float* dt_bias = nullptr;  // [nv]
+  const float* ssm_a = nullptr;    // [nv] = -exp(A_log)
+  float* conv_ring = nullptr;      // [conv_kernel][channels]: input of position p in slot p % K
+  float* state = nullptr;          // [nv][hd k][hd v]
+  float* out = nullptr;            // [nv][hd]: o = Sᵀq before the gated norm
+  const int32_t* pos = nullptr;
+  int n_k_heads = 0, n_v_heads = 0, head_dim = 0, conv_kernel = 0;
+  float eps = 1e-6f;
+};
+void deltanet_step(const DeltaNetArgs& args, cudaStream_t stream);
+
+// ---- Full attention, one token ---------------------------------------------------------------
+// Per query head: rmsnorm, NEOX RoPE on the first n_rot dims, times 1/sqrt(head_dim) into q_out;
+// per KV head: rmsnorm + RoPE of k, then k and v appended to the caches at *pos.
+struct AttnPrepArgs {
+  const float* qg = nullptr;  // [n_head][2 * hd]: q then gate per head
+  const float* k = nullptr;   // [n_head_kv * hd]
+  const float* v = nullptr;
+  const float* q_norm = nullptr;  // [hd]
+  const float* k_norm = nullptr;
+  float eps = 1e-6f;
+  const double* rope_inv_freq = nullptr;  // [n_rot / 2]
+  int n_rot = 0;
+  float* q_out = nullptr;   // [n_head][hd]
+  void* k_cache = nullptr;  // [n_head_kv][max_ctx][hd] of kv_type
+  void* v_cache = nullptr;
+  engine::KvType kv_type = engine::KvType::F32;
+  int64_t max_ctx = 0;
+  const int32_t* pos = nullptr;
+  int n_head = 0, n_head_kv = 0, head_dim = 0;
+};
+void attn_prep(const AttnPrepArgs& args, cudaStream_t stream);
+
+// The attention kernels are specialised for the model's shape.
+constexpr int kAttnHeadDim = 256;
+constexpr int kAttnGroup = 8;  // query heads per KV head
+
+// Split-K decode attention over positions [0, *pos]: the positions are cut into splits of
+// `split` (128 or 256); CTA (g, y) handles KV head g and splits y, y + ctas, ... for all 8 query
+// heads of g, reading each K and V row once, and leaves one partial (unnormalised o, max, sum).
+struct AttnArgs {
+  const float* q = nullptr;  // [n_head][hd] from attn_prep
+  const void* k_cache = nullptr;
+  const void* v_cache = nullptr;
+  engine::KvType kv_type = engine::KvType::F32;
+  int64_t max_ctx = 0;
+  const int32_t* pos = nullptr;
+  int n_head_kv = 0;
+  int split = 128;
+  int ctas = 0;              // CTAs per KV head (a persistent grid sized to the GPU)
+  float* part_o = nullptr;   // [n_head_kv][ctas][8][hd]
+  float* part_ml = nullptr;  // [n_head_kv][ctas][8][2]
+};
+void attn_decode(const AttnArgs& args, cudaStream_t stream);
+// CTAs per KV head that fill the GPU once for this configuration.
+int attn_ctas_per_head(engine::KvType kv_type, int split, int n_head_kv);
+
+// out[h] = (sum of partials of h) * sigmoid(gate of h), the gates read from qg.
+struct AttnMergeArgs {
+  const float* part_o = nullptr;
+  const float* part_ml = nullptr;
+  int ctas = 0;
+  int split = 128;
+  const int32_t* pos = nullptr;
+  const float* qg = nullptr;
+  float* out = nullptr;  // [n_head][hd]
+  int n_head = 0, n_head_kv = 0;
+};
+void attn_merge(const AttnMergeArgs& args, cudaStream_t stream);
+
+// ---- Odds and ends -----------------------------------------------------------------------------
+// x = row *token of the table, decoded exactly.
+void embed(const Matrix& table, const int32_t* token, float* x, cudaStream_t stream);
+// Decodes rows [row0, row0 + n_rows) of a matrix exactly (self-test of the decoders).
+void dequantize_rows(const Matrix& m, int64_t row0, int64_t n_rows, float* y, cudaStream_t stream);
+// n values drawn from N(0, stddev²) (a counter-based hash: reproducible for a seed), stored as
+// float32, f16 or bf16.
+void fill_random(void* dst, engine::KvType type, int64_t n, uint64_t seed, float stddev,
+                 cudaStream_t stream);
+// Sets n floats to NaN (poisoning outputs before a check).
+void fill_nan(float* dst, int64_t n, cudaStream_t stream);
+
+}  // namespace rl::cuda

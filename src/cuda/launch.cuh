@@ -1,0 +1,34 @@
+// Kernel launches with programmatic dependent launch: the next kernel of the stream (or CUDA
+// graph) is scheduled while this one runs, so launch latency and the prologue (weight prefetch
+// into L2, table staging) overlap the previous kernel. Kernels launched this way call
+// pdl_launch_dependents() first and pdl_wait() before reading their inputs (device_utils.cuh).
+// Off when RL_CUDA_PDL=0 or before compute capability 9.0. Internal; .cu only.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <utility>
+
+#include "cuda/check.h"
+#include "cuda/device.h"
+
+namespace rl::cuda {
+
+template <typename... KernelArgs, typename... Args>
+void launch(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+            Args&&... args) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attribute;
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  if (pdl_enabled()) {
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+  }
+  RL_CUDA(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+}
+
+}  // namespace rl::cuda

@@ -1,0 +1,57 @@
+#include "cuda/layout.h"
+
+#include <cstring>
+
+namespace rl::cuda {
+
+using gguf::TensorType;
+
+std::optional<BlockLayout> block_layout(TensorType type) {
+  switch (type) {
+    case TensorType::F32:
+      return BlockLayout{8, 32, 0, 0};
+    case TensorType::F16:
+      return BlockLayout{8, 16, 0, 0};
+    case TensorType::BF16:
+      return BlockLayout{8, 16, 0, 0};
+    case TensorType::Q8_0:
+      return BlockLayout{32, 34, 0, 2};  // d | qs[32]
+    case TensorType::Q2_K:
+      return BlockLayout{256, 84, 80, 4};  // scales qs | d dmin
+    case TensorType::Q3_K:
+      return BlockLayout{256, 110, 108, 2};  // hmask qs scales | d
+    case TensorType::Q4_K:
+      return BlockLayout{256, 144, 0, 0};  // d dmin scales qs
+    case TensorType::Q5_K:
+      return BlockLayout{256, 176, 0, 0};  // d dmin scales qh qs
+    case TensorType::Q6_K:
+      return BlockLayout{256, 210, 208, 2};  // ql qh scales | d
+    case TensorType::IQ2_XXS:
+      return BlockLayout{256, 66, 0, 2};  // d | qs
+    case TensorType::IQ3_XXS:
+      return BlockLayout{256, 98, 0, 2};  // d | qs signs
+    case TensorType::IQ4_XS:
+      return BlockLayout{256, 136, 0, 0};  // d sh sl qs
+    default:
+      return std::nullopt;
+  }
+}
+
+void split_blocks(const BlockLayout& layout, const uint8_t* src, int64_t n_blocks, uint8_t* body,
+                  uint8_t* tail) {
+  if (layout.tail_bytes == 0) {
+    std::memcpy(body, src, static_cast<size_t>(n_blocks) * layout.block_bytes);
+    return;
+  }
+  const int head = layout.tail_offset;
+  const int rest = layout.block_bytes - layout.tail_offset - layout.tail_bytes;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const uint8_t* s = src + b * layout.block_bytes;
+    uint8_t* d = body + b * layout.body_bytes();
+    std::memcpy(d, s, head);
+    std::memcpy(d + head, s + head + layout.tail_bytes, rest);
+    std::memcpy(tail + b * layout.tail_bytes, s + head, layout.tail_bytes);
+  }
+}
+
+}  // namespace rl::cuda

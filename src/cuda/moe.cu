@@ -1,0 +1,259 @@
+// Mixture of experts on the GPU: router top-k, the chosen experts' gate/up with SwiGLU, and
+// their down projections summed into the residual stream. Expert ids never leave the device.
+//
+// Bytes: per layer the 10 experts' gate, up and down matrices (8.1 MB in IQ2_XXS for the 80B)
+// plus the shared expert's; each is read exactly once. gate and up of a row are read by the same
+// warp so SwiGLU happens in registers; the down projection of all slots of a row is one warp's
+// dot product over a virtual row of n_slots segments, so the weighted sum needs no extra pass.
+// The top-k runs inside the gate/up kernel (every block picks the same experts from the 512
+// logits in about a microsecond), which saves a launch per layer.
+#include <cfloat>
+
+#include "cuda/check.h"
+#include "cuda/device.h"
+#include "cuda/gemv_core.cuh"
+#include "cuda/launch.cuh"
+
+namespace rl::cuda {
+
+namespace {
+
+using gguf::TensorType;
+
+constexpr int kMaxExperts = 512;  // 16 logits per lane, in registers
+constexpr int kMaxSlots = 32;
+
+// Top-k of n logits by one warp: k rounds of a warp arg-max (value descending, index ascending on
+// ties), then the softmax restricted to the chosen k, which equals the renormalised softmax.
+// Lane 0 writes ids[0..k) and weights[0..k); with shared_logit, also slot k for the shared expert
+// (id 0, weight sigmoid(shared_logit)). ids/weights may be shared or global memory.
+__device__ void warp_topk(const float* logits, int n, int k, const float* shared_logit,
+                          int32_t* ids, float* weights) {
+  const int lane = threadIdx.x & 31;
+  float v[kMaxExperts / 32];
+#pragma unroll
+  for (int j = 0; j < kMaxExperts / 32; ++j) {
+    const int i = lane + 32 * j;
+    const float x = i < n ? logits[i] : -INFINITY;
+    // NaN and -inf rank last among the real experts; padding (-inf) is never chosen as k <= n.
+    v[j] = i < n ? (x == x ? fmaxf(x, -FLT_MAX) : -FLT_MAX) : -INFINITY;
+  }
+  float my_logit = 0.f;  // lane r keeps the logit of round r
+  for (int round = 0; round < k; ++round) {
+    float best = -INFINITY;
+    int best_i = n;
+#pragma unroll
+    for (int j = 0; j < kMaxExperts / 32; ++j)
+      if (v[j] > best) best = v[j], best_i = lane + 32 * j;  // strict: lower index first
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(kFullMask, best, o);
+      const int oi = __shfl_xor_sync(kFullMask, best_i, o);
+      if (ov > best || (ov == best && oi < best_i)) best = ov, best_i = oi;
+    }
+#pragma unroll
+    for (int j = 0; j < kMaxExperts / 32; ++j)
+      if (lane + 32 * j == best_i) v[j] = -INFINITY;
+    if (lane == round) my_logit = best;
+    if (lane == 0) ids[round] = best_i;
+  }
+  const float top = __shfl_sync(kFullMask, my_logit, 0);
+  const float e = lane < k ? expf(my_logit - top) : 0.f;
+  const float sum = warp_sum(e);
+  if (lane < k) weights[lane] = e / sum;
+  if (lane == 0 && shared_logit) {
+    ids[k] = 0;
+    weights[k] = sigmoidf_exact(*shared_logit);
+  }
+}
+
+__global__ void route_kernel(const float* logits, int n_expert, int k, const float* shared_logit,
+                             int32_t* ids, float* weights) {
+  pdl_launch_dependents();
+  pdl_wait();
+  warp_topk(logits, n_expert, k, shared_logit, ids, weights);
+}
+
+// ---- Gate/up with SwiGLU: blockIdx.y = slot. --------------------------------------------------
+struct GateUpParams {
+  GateUpArgs a;
+  RouteArgs route;
+  bool routed;
+  DeviceTables tables;
+  int lanes;
+  int rows_per_block;
+  bool prefetch;
+};
+
+template <TensorType T>
+__global__ void __launch_bounds__(kGemvThreads) gate_up_kernel(GateUpParams p) {
+  using F = fmt::Format<T>;
+  extern __shared__ float4 smem[];
+  float* xs = reinterpret_cast<float*>(smem);
+  __shared__ int32_t slot_ids[kMaxSlots + 1];
+  __shared__ float slot_w[kMaxSlots + 1];
+  const GateUpArgs& a = p.a;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * p.rows_per_block;
+  const int64_t end = min(first + p.rows_per_block, a.gate.rows);
+  if (!p.routed && !a.ids && p.prefetch) {  // fixed matrices (the shared expert)
+    prefetch_weight_rows<T>(a.gate, first, end);
+    prefetch_weight_rows<T>(a.up, first, end);
+  }
+  const fmt::IqTables tables = stage_tables<T>(p.tables);
+  pdl_wait();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (p.routed) {
+    const float* shared = p.route.logits + p.route.n_expert;
+    if (warp == 0) warp_topk(p.route.logits, p.route.n_expert, a.n_slots, shared, slot_ids, slot_w);
+    if (warp == 1 && blockIdx.x == 0 && blockIdx.y == 0)  // the copy the later kernels read
+      warp_topk(p.route.logits, p.route.n_expert, a.n_slots, shared, p.route.ids, p.route.weights);
+  } else if (threadIdx.x < a.n_slots) {
+    slot_ids[threadIdx.x] = a.ids ? a.ids[threadIdx.x] : 0;
+    slot_w[threadIdx.x] = a.scales ? a.scales[threadIdx.x] : 1.0f;
+  }
+  stage_input<F::kGranuleValues>(GemvIn::RmsNorm, a.x, static_cast<int>(a.gate.cols), a.norm,
+                                 nullptr, 0, a.eps, xs);  // ends synchronised
+  const int slot = blockIdx.y;
+  const int64_t e = slot_ids[slot];
+  const float scale = slot_w[slot];
+
+  const int L = p.lanes, sub = lane & (L - 1), rows_per_pass = 32 / L;
+  const int n_gran = static_cast<int>(a.gate.cols / F::kGranuleValues);
+  for (int64_t r0 = first + warp * rows_per_pass; r0 < end; r0 += 8 * rows_per_pass) {
+    if (r0 + 8 * rows_per_pass >= end) pdl_launch_dependents();
+    const int64_t r = r0 + lane / L;
+    float g = 0.f, u = 0.f;
+    if (r < end) {
+      g = row_dot<T>(n_gran, sub, L, xs, tables, locate_row<T>(a.gate, e, r));
+      u = row_dot<T>(n_gran, sub, L, xs, tables, locate_row<T>(a.up, e, r));
+    }
+    g = group_sum(g, L);
+    u = group_sum(u, L);
+    if (sub == 0 && r < end) a.act[slot * a.gate.rows + r] = scale * (siluf(g) * u);
+  }
+}
+
+// ---- Down: y[r] += sum over slots. -------------------------------------------------------------
+struct DownParams {
+  DownArgs a;
+  DeviceTables tables;
+  int lanes;
+  int rows_per_block;
+  bool prefetch;
+};
+
+template <TensorType T>
+__global__ void __launch_bounds__(kGemvThreads) down_kernel(DownParams p) {
+  using F = fmt::Format<T>;
+  extern __shared__ float4 smem[];
+  float* xs = reinterpret_cast<float*>(smem);
+  __shared__ int64_t expert[kMaxSlots + 1];
+  const DownArgs& a = p.a;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * p.rows_per_block;
+  const int64_t end = min(first + p.rows_per_block, a.down.rows);
+  if (!a.ids && p.prefetch) prefetch_weight_rows<T>(a.down, first, end);  // a fixed matrix
+  const fmt::IqTables tables = stage_tables<T>(p.tables);
+  pdl_wait();
+  const int seg = static_cast<int>(a.down.cols);  // values per slot
+  // The slots' activations back to back: granules never straddle slots since seg is a
+  // multiple of the block size.
+  for (int s = threadIdx.x; s < a.n_slots; s += blockDim.x) expert[s] = a.ids ? a.ids[s] : 0;
+  stage_input<F::kGranuleValues>(GemvIn::Plain, a.act, seg * a.n_slots, nullptr, nullptr, 0, 0.f,
+                                 xs);  // ends synchronised
+
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int L = p.lanes, sub = lane & (L - 1), rows_per_pass = 32 / L;
+  const int gran_per_slot = seg / F::kGranuleValues;
+  const int n_gran = gran_per_slot * a.n_slots;
+  const int64_t body_bytes = body_row_bytes<T>(seg), tail_bytes = tail_row_bytes<T>(seg);
+  for (int64_t r0 = first + warp * rows_per_pass; r0 < end; r0 += 8 * rows_per_pass) {
+    if (r0 + 8 * rows_per_pass >= end) pdl_launch_dependents();
+    const int64_t r = r0 + lane / L;
+    float acc = 0.f;
+    if (r < end) {
+      acc = row_dot<T>(
+          n_gran, sub, L, xs, tables, [&](int i, const uint8_t*& b, const uint8_t*& t, int& g) {
+            const int s = i / gran_per_slot, gi = i - s * gran_per_slot;
+            const int blk = gi / F::kGranules;
+            g = gi - blk * F::kGranules;
+            const int64_t row = expert[s] * a.down.expert_rows + a.down.row_offset + r;
+            b = a.down.body + row * body_bytes + static_cast<int64_t>(blk) * F::kBodyBytes;
+            t = a.down.tail + row * tail_bytes + static_cast<int64_t>(blk) * F::kTailBytes;
+          });
+    }
+    acc = group_sum(acc, L);
+    if (sub == 0 && r < end) a.y[r] += acc;
+  }
+}
+
+int rows_per_block_for(int64_t rows, int L, int64_t other_blocks) {
+  const int rows_per_pass = 8 * (32 / L);
+  const int64_t target_blocks = 8LL * current_device().sm_count;
+  int64_t passes = rows * other_blocks / (rows_per_pass * target_blocks);
+  passes = passes < 1 ? 1 : (passes > 16 ? 16 : passes);
+  return static_cast<int>(rows_per_pass * passes);
+}
+
+template <typename Kernel>
+void allow_smem(Kernel kernel, size_t smem) {
+  if (smem > 48 * 1024)
+    RL_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(smem)));
+}
+
+void check_topk(int k, int n_expert) {
+  if (k < 1 || k > kMaxSlots || k > n_expert || n_expert > kMaxExperts)
+    fail("MoE router: top-", k, " of ", n_expert, " experts is not supported (k <= ", kMaxSlots,
+         ", experts <= ", kMaxExperts, ")");
+}
+
+}  // namespace
+
+void moe_route(const float* logits, int n_expert, int k, const float* shared_logit, int32_t* ids,
+               float* weights, cudaStream_t stream) {
+  check_topk(k, n_expert);
+  launch(route_kernel, dim3(1), dim3(32), 0, stream, logits, n_expert, k, shared_logit, ids,
+         weights);
+}
+
+void moe_gate_up(const GateUpArgs& a, cudaStream_t stream) {
+  if (a.gate.type != a.up.type || a.gate.cols != a.up.cols || a.gate.rows != a.up.rows)
+    fail("MoE gate/up: gate and up must have the same type and shape");
+  if (a.n_slots < 1 || a.n_slots > kMaxSlots) fail("MoE gate/up: ", a.n_slots, " slots");
+  if (a.route) check_topk(a.n_slots, a.route->n_expert);
+  const bool ok = fmt::dispatch(a.gate.type, [&]<TensorType T>() {
+    using F = fmt::Format<T>;
+    const int L = lanes_for(a.gate.cols / F::kGranuleValues);
+    GateUpParams p{a,
+                   a.route ? *a.route : RouteArgs{},
+                   a.route != nullptr,
+                   device_tables(),
+                   L,
+                   rows_per_block_for(a.gate.rows, L, a.n_slots),
+                   prefetch_enabled()};
+    p.a.route = nullptr;
+    const dim3 grid(static_cast<unsigned>((a.gate.rows + p.rows_per_block - 1) / p.rows_per_block),
+                    static_cast<unsigned>(a.n_slots));
+    const size_t smem = padded_size<F::kGranuleValues>(a.gate.cols) * sizeof(float);
+    allow_smem(gate_up_kernel<T>, smem);
+    launch(gate_up_kernel<T>, grid, dim3(kGemvThreads), smem, stream, p);
+  });
+  if (!ok) fail("MoE gate/up: the CUDA kernels do not decode ", gguf::type_name(a.gate.type));
+}
+
+void moe_down(const DownArgs& a, cudaStream_t stream) {
+  if (a.n_slots < 1 || a.n_slots > kMaxSlots) fail("MoE down: ", a.n_slots, " slots");
+  const bool ok = fmt::dispatch(a.down.type, [&]<TensorType T>() {
+    using F = fmt::Format<T>;
+    const int L = lanes_for(a.down.cols / F::kGranuleValues * a.n_slots);
+    DownParams p{a, device_tables(), L, rows_per_block_for(a.down.rows, L, 1), prefetch_enabled()};
+    const unsigned blocks =
+        static_cast<unsigned>((a.down.rows + p.rows_per_block - 1) / p.rows_per_block);
+    const size_t smem = padded_size<F::kGranuleValues>(a.down.cols * a.n_slots) * sizeof(float);
+    allow_smem(down_kernel<T>, smem);
+    launch(down_kernel<T>, dim3(blocks), dim3(kGemvThreads), smem, stream, p);
+  });
+  if (!ok) fail("MoE down: the CUDA kernels do not decode ", gguf::type_name(a.down.type));
+}
+
+}  // namespace rl::cuda

@@ -1,0 +1,145 @@
+// Self-test of the block decoders (bit-exact against rl::quant) and of the GEMV kernel in all
+// its input and output modes (float64 reference on the decoded weights).
+#include <cstring>
+
+#include "cuda/layout.h"
+#include "cuda/selftest_util.h"
+#include "util/error.h"
+
+namespace rl::cuda::st {
+
+namespace {
+
+using gguf::TensorType;
+
+const TensorType kTypes[] = {TensorType::F32,     TensorType::F16,     TensorType::BF16,
+                             TensorType::Q8_0,    TensorType::Q2_K,    TensorType::Q3_K,
+                             TensorType::Q4_K,    TensorType::Q5_K,    TensorType::Q6_K,
+                             TensorType::IQ2_XXS, TensorType::IQ3_XXS, TensorType::IQ4_XS};
+
+std::string type_str(TensorType t) {
+  return std::string(gguf::type_name(t));
+}
+
+// Number of values whose bits differ.
+size_t bit_mismatches(const std::vector<float>& a, const float* b, size_t n) {
+  size_t bad = 0;
+  for (size_t i = 0; i < n; ++i) bad += std::memcmp(&a[i], &b[i], 4) != 0;
+  return bad;
+}
+
+const char* in_name(GemvIn in) {
+  switch (in) {
+    case GemvIn::Plain:
+      return "plain";
+    case GemvIn::RmsNorm:
+      return "rmsnorm";
+    case GemvIn::GatedRmsNorm:
+      return "gated-rmsnorm";
+  }
+  return "?";
+}
+
+// The float64 input transform of the GEMV.
+std::vector<double> reference_input(GemvIn in, const std::vector<float>& x,
+                                    const std::vector<float>& norm, const std::vector<float>& gate,
+                                    int group, float eps) {
+  const size_t n = x.size();
+  std::vector<double> h(n);
+  if (in == GemvIn::Plain) {
+    for (size_t i = 0; i < n; ++i) h[i] = x[i];
+  } else if (in == GemvIn::RmsNorm) {
+    double ss = 0;
+    for (float v : x) ss += double(v) * v;
+    const double s = 1.0 / std::sqrt(ss / n + eps);
+    for (size_t i = 0; i < n; ++i) h[i] = x[i] * s * norm[i];
+  } else {
+    for (size_t g0 = 0; g0 < n; g0 += group) {
+      double ss = 0;
+      for (int j = 0; j < group; ++j) ss += double(x[g0 + j]) * x[g0 + j];
+      const double s = 1.0 / std::sqrt(ss / group + eps);
+      for (int j = 0; j < group; ++j) h[g0 + j] = x[g0 + j] * s * norm[j] * silu(gate[g0 + j]);
+    }
+  }
+  return h;
+}
+
+}  // namespace
+
+void test_decoders(Reporter& r, uint64_t seed) {
+  for (TensorType t : kTypes) {
+    const std::string name = "decode " + type_str(t) + " 5 rows x 2048";
+    if (!r.wanted(name)) continue;
+    TestMatrix m(t, 5, 2048, seed++, 0.5f);
+    Dev<float> y(5 * 2048);
+    fill_nan(y.get(), y.n, nullptr);
+    dequantize_rows(m.m, 0, 5, y.get(), nullptr);
+    const auto got = y.download();
+    const size_t bad = bit_mismatches(got, m.values.data(), got.size());
+    // The embedding path: the row index read from device memory.
+    Dev<int32_t> row(std::vector<int32_t>{3});
+    Dev<float> e(2048);
+    fill_nan(e.get(), e.n, nullptr);
+    embed(m.m, row.get(), e.get(), nullptr);
+    const size_t bad_embed = bit_mismatches(e.download(), m.values.data() + 3 * 2048, 2048);
+    r.verdict(name, bad == 0 && bad_embed == 0,
+              bad == 0 && bad_embed == 0 ? "bit-identical (10240 + 2048 values)"
+                                         : str(bad, " + ", bad_embed, " values differ in bits"));
+  }
+}
+
+void test_gemv(Reporter& r, uint64_t seed) {
+  Rng rng(seed);
+  struct Shape {
+    int64_t rows, cols;
+  };
+  // Partial row groups, rows shorter than a warp's granules (down to one block), long rows
+  // whose granule count is not a power of two, many blocks of rows.
+  std::vector<Shape> shapes = {{1, 256},    {37, 512},    {300, 2048},
+                               {129, 4352}, {2500, 2048}, {5, 32}};
+  if (r.options().quick) shapes = {{37, 512}, {129, 4352}, {5, 32}};
+  const GemvIn ins[] = {GemvIn::Plain, GemvIn::RmsNorm, GemvIn::GatedRmsNorm};
+  int variant = 0;
+  for (TensorType t : kTypes) {
+    const BlockLayout layout = *block_layout(t);
+    for (const Shape& s : shapes) {
+      const int64_t cols = s.cols;
+      if (cols % layout.values != 0) continue;
+      GemvIn in = ins[variant % 3];
+      if (in == GemvIn::GatedRmsNorm && cols % 128 != 0) in = GemvIn::RmsNorm;
+      const bool add = (variant / 3) % 2 == 1;
+      ++variant;
+      const std::string name =
+          str("gemv ", type_str(t), " ", s.rows, "x", cols, " ", in_name(in), add ? " +=" : "");
+      if (!r.wanted(name)) continue;
+      TestMatrix m(t, s.rows, cols, seed++, 0.05f);
+      const auto x = rng.normal(cols);
+      const auto norm = rng.normal(cols, 0.2f, 1.0f);
+      const auto gate = rng.normal(cols);
+      const auto y0 = rng.normal(s.rows);
+      const int group = 128;
+      const float eps = 1e-6f;
+      Dev<float> dx(x), dnorm(norm), dgate(gate), dy(s.rows);
+      if (add)
+        dy.upload(y0);
+      else
+        fill_nan(dy.get(), dy.n, nullptr);
+      GemvArgs a;
+      a.w = m.m, a.in = in, a.x = dx.get(), a.norm = dnorm.get(), a.gate = dgate.get();
+      a.group = group, a.eps = eps, a.out = add ? GemvOut::Add : GemvOut::Store, a.y = dy.get();
+      gemv(a, nullptr);
+      const auto got = dy.download();
+      const auto h = reference_input(in, x, norm, gate, group, eps);
+      std::vector<double> ref(s.rows);
+      for (int64_t i = 0; i < s.rows; ++i) {
+        double acc = add ? y0[i] : 0.0;
+        const float* w = m.values.data() + i * cols;
+        for (int64_t c = 0; c < cols; ++c) acc += double(w[c]) * h[c];
+        ref[i] = acc;
+      }
+      r.check(name, worst_relative(got, ref), 1e-4);
+    }
+  }
+}
+
+}  // namespace rl::cuda::st

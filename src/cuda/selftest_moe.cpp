@@ -1,0 +1,203 @@
+// Self-test of the MoE kernels: router top-k with forced expert sets and ties, the experts'
+// gate/up with SwiGLU and the weighted down projection, against float64.
+#include <algorithm>
+#include <numeric>
+
+#include "cuda/selftest_util.h"
+#include "util/error.h"
+
+namespace rl::cuda::st {
+
+namespace {
+
+using gguf::TensorType;
+
+// The reference top-k: descending logits, ties to the lower index; weights renormalised.
+void reference_route(const std::vector<float>& logits, int k, std::vector<int>& ids,
+                     std::vector<double>& weights) {
+  std::vector<int> order(logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return logits[a] > logits[b]; });
+  ids.assign(order.begin(), order.begin() + k);
+  double sum = 0;
+  for (int i = 0; i < k; ++i) sum += std::exp(double(logits[ids[i]]) - logits[ids[0]]);
+  weights.resize(k);
+  for (int i = 0; i < k; ++i) weights[i] = std::exp(double(logits[ids[i]]) - logits[ids[0]]) / sum;
+}
+
+void route_case(Reporter& r, const std::string& name, std::vector<float> logits, int k,
+                float shared_logit) {
+  if (!r.wanted(name)) return;
+  const int n = static_cast<int>(logits.size());
+  logits.push_back(shared_logit);
+  Dev<float> dl(logits);
+  Dev<int32_t> ids(k + 1);
+  Dev<float> w(k + 1);
+  RL_CUDA(cudaMemset(ids.get(), 0xff, (k + 1) * 4));
+  fill_nan(w.get(), w.n, nullptr);
+  moe_route(dl.get(), n, k, dl.get() + n, ids.get(), w.get(), nullptr);
+  const auto got_ids = ids.download();
+  const auto got_w = w.download();
+  logits.pop_back();
+  std::vector<int> ref_ids;
+  std::vector<double> ref_w;
+  reference_route(logits, k, ref_ids, ref_w);
+  bool same = got_ids[k] == 0;
+  for (int i = 0; i < k; ++i) same = same && got_ids[i] == ref_ids[i];
+  std::vector<float> gw(got_w.begin(), got_w.end());
+  ref_w.push_back(sigmoid(shared_logit));
+  std::string detail = same ? "expert ids identical" : "";
+  if (!same) {
+    detail = "ids got";
+    for (int i = 0; i < k; ++i) detail += str(" ", got_ids[i]);
+    detail += " want";
+    for (int i = 0; i < k; ++i) detail += str(" ", ref_ids[i]);
+  }
+  r.verdict(name + " ids", same, detail);
+  r.check(name + " weights", worst_relative(gw, ref_w), 1e-6);
+}
+
+// An expert stack: E matrices of rows x cols in one allocation.
+struct Experts {
+  TestMatrix tm;
+  Experts(TensorType t, int E, int64_t rows, int64_t cols, uint64_t seed)
+      : tm(t, E * rows, cols, seed, 0.05f) {
+    tm.m.rows = rows;
+    tm.m.expert_rows = rows;
+  }
+  const float* row(int e, int64_t r) const {
+    return tm.values.data() + (e * tm.m.expert_rows + tm.m.row_offset + r) * tm.m.cols;
+  }
+};
+
+double dot(const float* w, const std::vector<double>& h) {
+  double s = 0;
+  for (size_t i = 0; i < h.size(); ++i) s += double(w[i]) * h[i];
+  return s;
+}
+
+// Expert set `ids` either given to the kernel or, with `routed`, chosen by it from logits
+// forced to pick exactly those experts (and their softmax weights become the scales).
+void experts_case(Reporter& r, TensorType t, const std::vector<int32_t>& ids, bool fused, int E,
+                  int64_t d, int64_t ff, uint64_t seed, bool routed = false) {
+  const std::string tag = str(gguf::type_name(t), " E=", E, " k=", ids.size(), " ff=", ff, " d=", d,
+                              fused ? " fused gate_up" : "", routed ? " routed in-kernel" : "");
+  const std::string n1 = "moe gate/up+swiglu " + tag, n2 = "moe down (weighted, +=) " + tag;
+  if (!r.wanted(n1) && !r.wanted(n2)) return;
+  Rng rng(seed);
+  const int k = static_cast<int>(ids.size());
+  // gate and up: separate stacks, or one stack of 2*ff rows per expert.
+  Experts gate(t, E, fused ? 2 * ff : ff, d, seed + 1);
+  Experts up_sep(t, fused ? 1 : E, ff, d, seed + 2);
+  Matrix g = gate.tm.m, u = fused ? gate.tm.m : up_sep.tm.m;
+  if (fused) {
+    g.rows = u.rows = ff;
+    u.row_offset = ff;
+  }
+  Experts down(t, E, d, ff, seed + 3);
+  const auto x = rng.normal(d);
+  const auto norm = rng.normal(d, 0.2f, 1.0f);
+  auto scales = rng.uniform(k, 0.05f, 0.6f);
+  const auto y0 = rng.normal(d);
+  // Router logits that select exactly `ids`, in order, plus the shared gate logit.
+  auto logits = rng.normal(E + 1, 0.3f);
+  for (int i = 0; i < k; ++i) logits[ids[i]] = 6.0f - 0.37f * i;
+  if (routed) {
+    std::vector<int> ref_ids;
+    std::vector<double> ref_w;
+    reference_route(std::vector<float>(logits.begin(), logits.begin() + E), k, ref_ids, ref_w);
+    for (int i = 0; i < k; ++i) scales[i] = static_cast<float>(ref_w[i]);
+  }
+  Dev<float> dx(x), dnorm(norm), dscales(scales), act(k * ff), dy(y0), dlogits(logits);
+  Dev<int32_t> dids(ids), out_ids(k + 1);
+  Dev<float> out_w(k + 1);
+  fill_nan(act.get(), act.n, nullptr);
+  fill_nan(out_w.get(), out_w.n, nullptr);
+  RouteArgs ra;
+  ra.logits = dlogits.get(), ra.n_expert = E, ra.ids = out_ids.get(), ra.weights = out_w.get();
+  GateUpArgs a;
+  a.gate = g, a.up = u, a.n_slots = k;
+  if (routed)
+    a.route = &ra;
+  else
+    a.ids = dids.get(), a.scales = dscales.get();
+  a.x = dx.get(), a.norm = dnorm.get(), a.eps = 1e-6f, a.act = act.get();
+  moe_gate_up(a, nullptr);
+  const auto got_act = act.download();
+  if (routed) {
+    const auto gi = out_ids.download();
+    const auto gw = out_w.download();
+    bool same = gi[k] == 0;
+    for (int i = 0; i < k; ++i) same = same && gi[i] == ids[i];
+    r.verdict("moe in-kernel route ids " + tag, same, same ? "expert ids identical" : "ids differ");
+    std::vector<double> want(scales.begin(), scales.end());
+    want.push_back(sigmoid(logits[E]));
+    r.check("moe in-kernel route weights " + tag, worst_relative(gw, want), 1e-6);
+  }
+
+  double ss = 0;
+  for (float v : x) ss += double(v) * v;
+  std::vector<double> h(d);
+  for (int64_t i = 0; i < d; ++i) h[i] = x[i] / std::sqrt(ss / d + 1e-6) * norm[i];
+  std::vector<double> ref_act(k * ff);
+  for (int s = 0; s < k; ++s)
+    for (int64_t i = 0; i < ff; ++i) {
+      const float* gr = gate.tm.values.data() + (ids[s] * g.expert_rows + i) * d;
+      const float* ur = fused ? gate.tm.values.data() + (ids[s] * u.expert_rows + ff + i) * d
+                              : up_sep.tm.values.data() + (ids[s] * ff + i) * d;
+      ref_act[s * ff + i] = scales[s] * silu(dot(gr, h)) * dot(ur, h);
+    }
+  r.check(n1, worst_relative(got_act, ref_act), 1e-4);
+
+  // Down from the GPU's activations, so this case measures the down kernel alone.
+  DownArgs dn;
+  dn.down = down.tm.m, dn.ids = dids.get(), dn.n_slots = k, dn.act = act.get(), dn.y = dy.get();
+  moe_down(dn, nullptr);
+  const auto got_y = dy.download();
+  std::vector<double> ref_y(d);
+  for (int64_t i = 0; i < d; ++i) {
+    double acc = y0[i];
+    for (int s = 0; s < k; ++s) {
+      const float* w = down.row(ids[s], i);
+      for (int64_t c = 0; c < ff; ++c) acc += double(w[c]) * got_act[s * ff + c];
+    }
+    ref_y[i] = acc;
+  }
+  r.check(n2, worst_relative(got_y, ref_y), 1e-4);
+}
+
+}  // namespace
+
+void test_moe(Reporter& r, uint64_t seed) {
+  Rng rng(seed);
+  // Router: random logits; a forced set (ten clear winners); ties decided by the lower index.
+  route_case(r, "moe route 512 experts top-10 random", rng.normal(512), 10, 0.3f);
+  {
+    auto l = rng.normal(512, 0.5f);
+    const int forced[10] = {511, 0, 77, 255, 256, 3, 400, 128, 300, 9};
+    for (int i = 0; i < 10; ++i) l[forced[i]] = 10.0f - 0.25f * i;
+    route_case(r, "moe route 512 top-10 forced set", l, 10, -2.0f);
+  }
+  {
+    auto l = rng.normal(512, 0.5f);
+    for (int e : {500, 7, 260, 7 + 64, 33, 1, 480, 129, 64, 300, 301}) l[e] = 4.0f;  // 11-way tie
+    route_case(r, "moe route 512 top-10 ties -> lower index", l, 10, 1.5f);
+  }
+  route_case(r, "moe route 8 experts top-2", rng.normal(8), 2, 0.0f);
+  route_case(r, "moe route 16 experts top-4", rng.normal(16), 4, 0.7f);
+
+  // Experts with forced sets, including repeated and the highest ids.
+  const std::vector<int32_t> ids10 = {31, 0, 7, 16, 3, 30, 12, 25, 1, 19};
+  experts_case(r, TensorType::IQ2_XXS, ids10, false, 32, 2048, 512, seed + 10);
+  experts_case(r, TensorType::IQ2_XXS, ids10, true, 32, 2048, 512, seed + 20);
+  experts_case(r, TensorType::IQ2_XXS, ids10, false, 32, 2048, 512, seed + 25, true);
+  experts_case(r, TensorType::F32, {5, 11, 0, 2}, false, 16, 32, 32, seed + 27, true);
+  if (!r.options().quick) {
+    experts_case(r, TensorType::IQ3_XXS, {5, 2}, false, 8, 256, 256, seed + 30);
+    experts_case(r, TensorType::Q4_K, {3, 0, 2, 1}, false, 4, 2048, 512, seed + 40);
+    experts_case(r, TensorType::F32, {15, 4, 9, 0}, false, 16, 32, 32, seed + 50);
+    experts_case(r, TensorType::Q8_0, {1}, false, 2, 2048, 512, seed + 60);
+  }
+}
+
+}  // namespace rl::cuda::st
