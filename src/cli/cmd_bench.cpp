@@ -82,6 +82,41 @@ void bench_decode_generic(const EngineFlags& flags, const std::vector<int64_t>& 
     }
 }
 
+// Any backend: median tok/s of prefilling `tokens` random tokens after `depth` positions of
+// randomly filled state (llama-bench's pp at depth), only the last logits computed.
+void bench_prefill(const EngineFlags& flags, const std::vector<int64_t>& depths, int64_t tokens,
+                   int repeats) {
+  auto engine = load_with_progress(flags);
+  const auto& c = engine->config();
+  std::mt19937 rng(4321);
+  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(c.n_vocab - 1));
+  std::vector<int32_t> prompt(tokens);
+  for (auto& t : prompt) t = token(rng);
+  std::printf("bench prefill on %s, %lld tokens, chunk %d\n%-9s %10s %19s %9s\n",
+              engine->backend_name().c_str(), static_cast<long long>(tokens), flags.chunk,
+              "depth", "tok/s", "(min..max)", "s");
+  for (int64_t depth : depths) {
+    engine::SessionOptions so = flags.session_options();
+    so.max_context = depth + tokens + 8;
+    auto session = engine->new_session(so);
+    std::vector<double> secs;
+    for (int r = 0; r < repeats; ++r) {
+      if (depth > 0)
+        session->fill_random_state(depth, 42);
+      else
+        session->reset();
+      const auto t0 = std::chrono::steady_clock::now();
+      session->prefill(prompt);
+      secs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(secs.begin(), secs.end());
+    const double med = secs[secs.size() / 2];
+    std::printf("%-9lld %10.1f %9.1f..%-9.1f %9.3f\n", static_cast<long long>(depth),
+                tokens / med, tokens / secs.back(), tokens / secs.front(), med);
+    std::fflush(stdout);
+  }
+}
+
 }  // namespace
 
 int cmd_bench(const Args& args) {
@@ -125,7 +160,19 @@ int cmd_bench(const Args& args) {
   decode->add_flag("--no-graph", no_graph, "CUDA: launch kernel by kernel instead of a CUDA graph");
   decode->add_option("--gpu", gpu, "CUDA device index")->capture_default_str();
 
-  app.add_subcommand("prefill", "prefill throughput (not implemented yet)");
+  auto* prefill = app.add_subcommand(
+      "prefill", "prefill throughput at a depth (positions already in context, filled randomly)");
+  EngineFlags p_flags;
+  p_flags.add_to(*prefill, true);
+  std::vector<std::string> p_depths = {"0"};
+  int64_t p_tokens = 512;
+  int p_repeats = 3;
+  prefill->add_option("--depth,--depths", p_depths, "positions already in context (e.g. 0,4K)")
+      ->delimiter(',')->capture_default_str();
+  prefill->add_option("--tokens", p_tokens, "prompt tokens per run")
+      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 22));
+  prefill->add_option("--repeats", p_repeats, "timed runs (median)")
+      ->capture_default_str()->check(CLI::Range(1, 1000));
   if (auto status = parse_args(app, args)) return *status;
 
   if (kernel->parsed()) {
@@ -163,7 +210,8 @@ int cmd_bench(const Args& args) {
     bench_decode_generic(flags, positions, kv_types, d_tokens);
     return 0;
   }
-  fail("bench prefill is not implemented yet (fast prefill is a separate issue)");
+  bench_prefill(p_flags, parse_counts(p_depths), p_tokens, p_repeats);
+  return 0;
 }
 
 }  // namespace rl::cli
