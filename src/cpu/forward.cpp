@@ -126,7 +126,8 @@ void attention(const Model& m, SessionState& st, const model::AttentionWeights& 
   // softmax(q·Kᵀ/sqrt(hd))·V causally, each query head reading KV head h / group.
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t n_positions = st.position + T;
-  for (auto& s : ws.scores) grow(s, n_positions + 2 * hd);
+  // Sized for the whole context once, so decode never reallocates as the position grows.
+  for (auto& s : ws.scores) grow(s, st.max_context + kv_dim);  // scores, then one K/V row
   pool.parallel_for(T * c.n_head, 1, [&](int64_t i0, int64_t i1, int thread) {
     float* scores = ws.scores[thread].data();
     float* tmp = scores + n_positions;  // one converted K or V row
