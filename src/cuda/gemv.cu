@@ -10,22 +10,32 @@ namespace {
 
 using gguf::TensorType;
 
-// Rows a lane works on at once. 2 doubles the loads in flight per lane but takes ~128 registers
-// (two blocks per SM) against ~48 for 1 (five blocks per SM): measured, 1 is faster.
-constexpr int kRowsPerLane = 1;
-
+// Three shapes of work, picked per matrix on the host (bandwidth reasoning):
+//  - short rows (one granule of <= 64 values per lane, e.g. 2048 columns of Q4_K): R = 4 rows per
+//    lane group, granule loop not unrolled. A lane then has 4 x 2-7 independent 16-byte loads in
+//    flight and a block covers 32+ rows, so the grid is about one wave and the input staging
+//    (an RMSNorm over the input) is paid 4x less often than with R = 1 (8 rows of ~1 KB a block).
+//  - two granules per lane: R = 2, not unrolled.
+//  - long rows: R = 1 with the granule loop unrolled by 4, and when there are too few rows to
+//    give every SM two blocks (the F32 router: 513 rows of 256 granules), W = 2-8 warps share a
+//    row (split K) and add their partial sums in shared memory in a fixed order.
+// Measured (CUDA_DECODE.md, "GEMV shapes"): split K took the router from 584 to 432 µs per step;
+// R = 4 / R = 2 did NOT speed up the Q4_K projections (1161 -> 1206 µs in the per-kernel
+// breakdown): they are bound by decode instructions (~6 per weight), not by loads in flight.
 struct GemvParams {
   GemvArgs a;
   DeviceTables tables;
-  int lanes;           // lanes per row
+  int lanes;           // lanes per row within a warp
+  int warps_per_row;   // W: > 1 only with lanes == 32
   int rows_per_block;  // consecutive rows handled by one block
   bool prefetch;       // weights into L2 before waiting for the previous kernel
 };
 
-template <TensorType T>
+template <TensorType T, int R, int U>
 __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvParams p) {
   using F = fmt::Format<T>;
   extern __shared__ float4 smem[];
+  __shared__ float partial[kGemvThreads / 32][R];
   float* xs = reinterpret_cast<float*>(smem);
   const GemvArgs& a = p.a;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * p.rows_per_block;
@@ -38,24 +48,47 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvParams p) {
                                  a.eps, xs);
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int L = p.lanes, sub = lane & (L - 1), groups = 32 / L;
-  const int rows_per_pass = groups * kRowsPerLane;  // per warp
+  const int L = p.lanes, W = p.warps_per_row, groups = 32 / L;
+  const int row_group = warp / W, part = warp - row_group * W;  // which rows, which K slice
+  const int sub = (lane & (L - 1)) + part * 32, stride = L * W;
+  const int rows_per_pass = groups * R;  // per row group
+  const int64_t block_pass = static_cast<int64_t>(kGemvThreads / 32 / W) * rows_per_pass;
   const int n_gran = static_cast<int>(a.w.cols / F::kGranuleValues);
-  for (int64_t r0 = first + warp * rows_per_pass; r0 < end; r0 += 8 * rows_per_pass) {
-    if (r0 + 8 * rows_per_pass >= end) pdl_launch_dependents();  // this warp's last pass
-    int64_t row[kRowsPerLane];
-    RowLocator<T> loc[kRowsPerLane];
+  // Every warp runs the same number of passes (W > 1 synchronises the block in each).
+  for (int64_t base = first; base < end; base += block_pass) {
+    const int64_t r0 = base + row_group * rows_per_pass;
+    if (W == 1 && r0 >= end) break;
+    if (base + block_pass >= end) pdl_launch_dependents();  // this warp's last pass
+    int64_t row[R];
+    RowLocator<T> loc[R];
 #pragma unroll
-    for (int k = 0; k < kRowsPerLane; ++k) {
+    for (int k = 0; k < R; ++k) {
       row[k] = r0 + lane / L + k * groups;
       loc[k] = locate_row<T>(a.w, 0, min(row[k], end - 1));  // clamped: no branch around loads
     }
-    float v[kRowsPerLane];
-    rows_dot<T, kRowsPerLane>(n_gran, sub, L, xs, tables, loc, v);
+    float v[R];
+    rows_dot<T, R, U>(n_gran, sub, stride, xs, tables, loc, v);
 #pragma unroll
-    for (int k = 0; k < kRowsPerLane; ++k) {
-      v[k] = group_sum(v[k], L);
-      if (sub == 0 && row[k] < end) {
+    for (int k = 0; k < R; ++k) v[k] = group_sum(v[k], L);
+    if (W > 1) {
+      if (lane == 0) {
+#pragma unroll
+        for (int k = 0; k < R; ++k) partial[warp][k] = v[k];
+      }
+      __syncthreads();
+      if (part == 0 && lane == 0) {
+#pragma unroll
+        for (int k = 0; k < R; ++k) {
+          float s = partial[warp][k];
+          for (int w = 1; w < W; ++w) s += partial[warp + w][k];
+          v[k] = s;
+        }
+      }
+      __syncthreads();
+    }
+#pragma unroll
+    for (int k = 0; k < R; ++k) {
+      if (part == 0 && (lane & (L - 1)) == 0 && row[k] < end) {
         if (a.out == GemvOut::Add)
           a.y[row[k]] += v[k];
         else
@@ -65,25 +98,45 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvParams p) {
   }
 }
 
+template <TensorType T, int R, int U>
+void launch_shape(const GemvArgs& a, int L, cudaStream_t stream) {
+  using F = fmt::Format<T>;
+  const int64_t n_gran = a.w.cols / F::kGranuleValues;
+  const int64_t sms = current_device().sm_count;
+  // Split K over W warps while the row count leaves SMs without two blocks and each lane keeps
+  // at least two granules.
+  int W = 1;
+  while (R == 1 && L == 32 && W < 8 && n_gran >= 32 * W * 4 &&
+         (a.w.rows * W + 8 * R - 1) / (8 * R) < 2 * sms)
+    W *= 2;
+  const int rows_per_pass = (8 / W) * (32 / L) * R;
+  // About eight blocks per SM (as many as fit at once), each covering whole passes of its 8
+  // warps; tall matrices (the output head) give each block several passes, so the input is
+  // staged fewer times.
+  const int64_t target_blocks = 8 * sms;
+  int64_t passes = (a.w.rows + rows_per_pass * target_blocks - 1) / (rows_per_pass * target_blocks);
+  passes = passes < 1 ? 1 : (passes > 64 ? 64 : passes);
+  GemvParams p{
+      a, device_tables(), L, W, static_cast<int>(rows_per_pass * passes), prefetch_enabled()};
+  const int64_t blocks = (a.w.rows + p.rows_per_block - 1) / p.rows_per_block;
+  const size_t smem = padded_size<F::kGranuleValues>(a.w.cols) * sizeof(float);
+  if (smem > 48 * 1024)
+    RL_CUDA(cudaFuncSetAttribute(gemv_kernel<T, R, U>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(smem)));
+  launch(gemv_kernel<T, R, U>, dim3(static_cast<unsigned>(blocks)), dim3(kGemvThreads), smem,
+         stream, p);
+}
+
 template <TensorType T>
 void launch_gemv(const GemvArgs& a, cudaStream_t stream) {
   using F = fmt::Format<T>;
   const int64_t n_gran = a.w.cols / F::kGranuleValues;
   const int L = lanes_for(n_gran);
-  const int rows_per_pass = 8 * (32 / L) * kRowsPerLane;
-  // About eight blocks per SM (as many as fit at once), each covering whole passes of its 8
-  // warps; tall matrices (the output head) give each block several passes, so the input is
-  // staged fewer times.
-  const int64_t target_blocks = 8LL * current_device().sm_count;
-  int64_t passes = (a.w.rows + rows_per_pass * target_blocks - 1) / (rows_per_pass * target_blocks);
-  passes = passes < 1 ? 1 : (passes > 64 ? 64 : passes);
-  GemvParams p{a, device_tables(), L, static_cast<int>(rows_per_pass * passes), prefetch_enabled()};
-  const int64_t blocks = (a.w.rows + p.rows_per_block - 1) / p.rows_per_block;
-  const size_t smem = padded_size<F::kGranuleValues>(a.w.cols) * sizeof(float);
-  if (smem > 48 * 1024)
-    RL_CUDA(cudaFuncSetAttribute(gemv_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(smem)));
-  launch(gemv_kernel<T>, dim3(static_cast<unsigned>(blocks)), dim3(kGemvThreads), smem, stream, p);
+  if constexpr (F::kGranuleValues <= 64) {
+    if (n_gran <= L) return launch_shape<T, 4, 1>(a, L, stream);
+    if (n_gran <= 2 * L) return launch_shape<T, 2, 1>(a, L, stream);
+  }
+  launch_shape<T, 1, 4>(a, L, stream);
 }
 
 }  // namespace

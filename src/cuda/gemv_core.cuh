@@ -48,11 +48,14 @@ __host__ __device__ __forceinline__ int64_t tail_row_bytes(int64_t cols) {
 }
 
 // Partial dot products of R rows with the staged input: the lane takes granules
-// {sub, sub + L, ...} < n_gran of each row. `loc[k](i, body, tail, g)` gives granule i's block
-// body, tail and index in the block for row k; granule i's values sit at xs + i * (GV + 4). The
-// R rows are decoded in one loop body, so their loads are issued together (R x 2-7 16-byte loads
-// in flight per lane).
-template <gguf::TensorType T, int R, class Locate>
+// {sub, sub + L, ...} < n_gran of each row (L: the stride, lanes x warps sharing a row). The
+// granule loop is unrolled U times: U = 4 for long rows (several granules per lane), U = 1 with
+// R = 2-4 for short rows (one or two granules per lane), where unrolling the granule loop would
+// only cost registers while R keeps R x 2-7 16-byte loads in flight per lane. `loc[k](i, body,
+// tail, g)` gives granule i's block body, tail and index in the block for row k; granule i's values
+// sit at xs + i * (GV + 4). The R rows are decoded in one loop body, so their loads are issued
+// together (R x 2-7 16-byte loads in flight per lane).
+template <gguf::TensorType T, int R, int U, class Locate>
 __device__ __forceinline__ void rows_dot(int n_gran, int sub, int L, const float* xs,
                                          const fmt::IqTables& tables, const Locate (&loc)[R],
                                          float (&out)[R]) {
@@ -61,7 +64,7 @@ __device__ __forceinline__ void rows_dot(int n_gran, int sub, int L, const float
 #pragma unroll
   for (int k = 0; k < R; ++k) acc[k] = make_float4(0.f, 0.f, 0.f, 0.f);
     // Unrolled so that the loads of consecutive granules of a long row are in flight together.
-#pragma unroll 4
+#pragma unroll U
   for (int i = sub; i < n_gran; i += L) {
     const float* xg = xs + i * (F::kGranuleValues + 4);
 #pragma unroll
@@ -89,7 +92,7 @@ __device__ __forceinline__ float row_dot(int n_gran, int sub, int L, const float
                                          const fmt::IqTables& tables, const Locate& locate) {
   const Locate loc[1] = {locate};
   float out[1];
-  rows_dot<T, 1>(n_gran, sub, L, xs, tables, loc, out);
+  rows_dot<T, 1, 4>(n_gran, sub, L, xs, tables, loc, out);
   return out[0];
 }
 
@@ -137,18 +140,62 @@ inline int lanes_for(int64_t n_gran) {
 }
 
 // Stages in(x) (n values) into shared memory in the padded layout; ends synchronised.
+// The input comes from L2 (written by the previous kernel): each thread issues kStageBatch
+// independent loads before using any, so staging costs about one L2 round trip per
+// kStageBatch x blockDim values instead of one per blockDim values.
+constexpr int kStageBatch = 8;
 template <int GV>
 __device__ void stage_input(GemvIn mode, const float* x, int n, const float* norm,
                             const float* gate, int group, float eps, float* xs) {
   __shared__ double red[32];
+  const int step = kStageBatch * blockDim.x;
   if (mode == GemvIn::Plain) {
-    for (int i = threadIdx.x; i < n; i += blockDim.x) xs[padded<GV>(i)] = x[i];
+    for (int base = threadIdx.x; base < n; base += step) {
+      float v[kStageBatch];
+#pragma unroll
+      for (int j = 0; j < kStageBatch; ++j) {
+        const int i = base + j * blockDim.x;
+        v[j] = i < n ? x[i] : 0.f;
+      }
+#pragma unroll
+      for (int j = 0; j < kStageBatch; ++j) {
+        const int i = base + j * blockDim.x;
+        if (i < n) xs[padded<GV>(i)] = v[j];
+      }
+    }
   } else if (mode == GemvIn::RmsNorm) {
     double ss = 0;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) ss += static_cast<double>(x[i]) * x[i];
+    for (int base = threadIdx.x; base < n; base += step) {
+      float v[kStageBatch];
+#pragma unroll
+      for (int j = 0; j < kStageBatch; ++j) {
+        const int i = base + j * blockDim.x;
+        v[j] = i < n ? x[i] : 0.f;
+      }
+#pragma unroll
+      for (int j = 0; j < kStageBatch; ++j) {
+        const int i = base + j * blockDim.x;
+        if (i < n) {
+          ss += static_cast<double>(v[j]) * v[j];
+          xs[padded<GV>(i)] = v[j];  // raw value; scaled below by the thread that wrote it
+        }
+      }
+    }
     ss = block_sum(ss, red);
     const float scale = static_cast<float>(1.0 / sqrt(ss / n + eps));
-    for (int i = threadIdx.x; i < n; i += blockDim.x) xs[padded<GV>(i)] = x[i] * scale * norm[i];
+    for (int base = threadIdx.x; base < n; base += step) {
+      float w[kStageBatch];
+#pragma unroll
+      for (int j = 0; j < kStageBatch; ++j) {
+        const int i = base + j * blockDim.x;
+        w[j] = i < n ? norm[i] : 0.f;
+      }
+#pragma unroll
+      for (int j = 0; j < kStageBatch; ++j) {
+        const int i = base + j * blockDim.x;
+        if (i < n) xs[padded<GV>(i)] = xs[padded<GV>(i)] * scale * w[j];
+      }
+    }
   } else {  // GatedRmsNorm: one warp per group
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
     for (int g = warp; g < n / group; g += n_warps) {

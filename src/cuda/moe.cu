@@ -85,7 +85,11 @@ struct GateUpParams {
   bool prefetch;
 };
 
-template <TensorType T>
+// R rows of gate and R of up per lane group: with one granule per lane (2048 columns of
+// IQ2_XXS or Q4_K) R = 2 puts 4 granules' loads in flight per lane and halves the blocks, each of
+// which pays the top-k and the input RMSNorm; long rows keep R = 1 with the granule loop
+// unrolled by 4.
+template <TensorType T, int R, int U>
 __global__ void __launch_bounds__(kGemvThreads) gate_up_kernel(GateUpParams p) {
   using F = fmt::Format<T>;
   extern __shared__ float4 smem[];
@@ -117,19 +121,26 @@ __global__ void __launch_bounds__(kGemvThreads) gate_up_kernel(GateUpParams p) {
   const int64_t e = slot_ids[slot];
   const float scale = slot_w[slot];
 
-  const int L = p.lanes, sub = lane & (L - 1), rows_per_pass = 32 / L;
+  const int L = p.lanes, sub = lane & (L - 1), groups = 32 / L, rows_per_pass = groups * R;
   const int n_gran = static_cast<int>(a.gate.cols / F::kGranuleValues);
   for (int64_t r0 = first + warp * rows_per_pass; r0 < end; r0 += 8 * rows_per_pass) {
     if (r0 + 8 * rows_per_pass >= end) pdl_launch_dependents();
-    const int64_t r = r0 + lane / L;
-    float g = 0.f, u = 0.f;
-    if (r < end) {
-      g = row_dot<T>(n_gran, sub, L, xs, tables, locate_row<T>(a.gate, e, r));
-      u = row_dot<T>(n_gran, sub, L, xs, tables, locate_row<T>(a.up, e, r));
+    int64_t row[R];
+    RowLocator<T> loc[2 * R];  // gate rows, then up rows
+#pragma unroll
+    for (int k = 0; k < R; ++k) {
+      row[k] = r0 + lane / L + k * groups;
+      const int64_t rc = min(row[k], end - 1);  // clamped: no branch around loads
+      loc[k] = locate_row<T>(a.gate, e, rc);
+      loc[R + k] = locate_row<T>(a.up, e, rc);
     }
-    g = group_sum(g, L);
-    u = group_sum(u, L);
-    if (sub == 0 && r < end) a.act[slot * a.gate.rows + r] = scale * (siluf(g) * u);
+    float v[2 * R];
+    rows_dot<T, 2 * R, U>(n_gran, sub, L, xs, tables, loc, v);
+#pragma unroll
+    for (int k = 0; k < R; ++k) {
+      const float g = group_sum(v[k], L), u = group_sum(v[R + k], L);
+      if (sub == 0 && row[k] < end) a.act[slot * a.gate.rows + row[k]] = scale * (siluf(g) * u);
+    }
   }
 }
 
@@ -186,8 +197,8 @@ __global__ void __launch_bounds__(kGemvThreads) down_kernel(DownParams p) {
   }
 }
 
-int rows_per_block_for(int64_t rows, int L, int64_t other_blocks) {
-  const int rows_per_pass = 8 * (32 / L);
+int rows_per_block_for(int64_t rows, int L, int64_t other_blocks, int R = 1) {
+  const int rows_per_pass = 8 * (32 / L) * R;
   const int64_t target_blocks = 8LL * current_device().sm_count;
   int64_t passes = rows * other_blocks / (rows_per_pass * target_blocks);
   passes = passes < 1 ? 1 : (passes > 16 ? 16 : passes);
@@ -223,20 +234,28 @@ void moe_gate_up(const GateUpArgs& a, cudaStream_t stream) {
   if (a.route) check_topk(a.n_slots, a.route->n_expert);
   const bool ok = fmt::dispatch(a.gate.type, [&]<TensorType T>() {
     using F = fmt::Format<T>;
-    const int L = lanes_for(a.gate.cols / F::kGranuleValues);
-    GateUpParams p{a,
-                   a.route ? *a.route : RouteArgs{},
-                   a.route != nullptr,
-                   device_tables(),
-                   L,
-                   rows_per_block_for(a.gate.rows, L, a.n_slots),
-                   prefetch_enabled()};
-    p.a.route = nullptr;
-    const dim3 grid(static_cast<unsigned>((a.gate.rows + p.rows_per_block - 1) / p.rows_per_block),
-                    static_cast<unsigned>(a.n_slots));
-    const size_t smem = padded_size<F::kGranuleValues>(a.gate.cols) * sizeof(float);
-    allow_smem(gate_up_kernel<T>, smem);
-    launch(gate_up_kernel<T>, grid, dim3(kGemvThreads), smem, stream, p);
+    const int64_t n_gran = a.gate.cols / F::kGranuleValues;
+    const int L = lanes_for(n_gran);
+    auto go = [&]<int R, int U>() {
+      GateUpParams p{a,
+                     a.route ? *a.route : RouteArgs{},
+                     a.route != nullptr,
+                     device_tables(),
+                     L,
+                     rows_per_block_for(a.gate.rows, L, a.n_slots, R),
+                     prefetch_enabled()};
+      p.a.route = nullptr;
+      const dim3 grid(
+          static_cast<unsigned>((a.gate.rows + p.rows_per_block - 1) / p.rows_per_block),
+          static_cast<unsigned>(a.n_slots));
+      const size_t smem = padded_size<F::kGranuleValues>(a.gate.cols) * sizeof(float);
+      allow_smem(gate_up_kernel<T, R, U>, smem);
+      launch(gate_up_kernel<T, R, U>, grid, dim3(kGemvThreads), smem, stream, p);
+    };
+    if constexpr (F::kGranuleValues <= 64) {
+      if (n_gran <= L) return go.template operator()<2, 1>();
+    }
+    go.template operator()<1, 4>();
   });
   if (!ok) fail("MoE gate/up: the CUDA kernels do not decode ", gguf::type_name(a.gate.type));
 }

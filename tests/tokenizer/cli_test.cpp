@@ -20,7 +20,10 @@ using Cli = ::rl::test::CliTest;
 
 std::string ids_line(const std::vector<int32_t>& ids) {
   std::string line;
-  for (size_t i = 0; i < ids.size(); ++i) line += (i ? " " : "") + std::to_string(ids[i]);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i > 0) line += ' ';
+    line += std::to_string(ids[i]);
+  }
   return line + "\n";
 }
 

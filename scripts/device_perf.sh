@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# A/B of a kernel change on the GPU machine: the full check of the working tree (scripts/device.sh:
+# build, self-test, unit tests, parity, the 80B decode benchmark and parity), then the same
+# decode benchmark with a baseline build in which the files in .perf_base/ (the originals of the
+# changed src/cuda files) replace their counterparts, alternating new and baseline runs.
+#   mkdir .perf_base && git show HEAD:src/cuda/gemv.cu >.perf_base/gemv.cu   (etc., here)
+#   bash scripts/device_perf.sh        (carry .deps and .devdata as for device.sh)
+# .perf_base/ is untracked, so it travels with the working tree; delete it afterwards.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+[ -n "$(ls .perf_base 2>/dev/null)" ] || { echo "device_perf.sh: .perf_base/ is empty or missing"; exit 2; }
+OUT=${OUT:-/tmp/rl-out}
+BASE=/tmp/rl-base
+mkdir -p "$OUT"
+rm -rf "$BASE" && mkdir -p "$BASE"
+tar --exclude=./build --exclude=./.perf_base --exclude=./.git -cf - . | tar -xf - -C "$BASE"
+cp .perf_base/* "$BASE/src/cuda/"
+mkdir -p /tmp/rl-base-tmp  # its own unpacked packages: no race with the other build
+(cd "$BASE" && TMPDIR=/tmp/rl-base-tmp OUT=/tmp/rl-out-base WORK=/tmp/rl-work-base \
+  bash scripts/device.sh env build >/tmp/base-build.log 2>&1) &
+BASE_PID=$!
+OUT=$OUT/check bash scripts/device.sh env build selftest unit parity synth
+wait $BASE_PID  # no build running during the benchmarks
+tail -3 /tmp/base-build.log
+DECODE_POSITIONS=4K,128K OUT=$OUT/decode bash scripts/device.sh decode80 parity80
+source /tmp/rl-work/env.sh
+M80=/tmp/rl-work/m80.gguf
+echo "================ A/B (bench decode, f32 KV, 32 tokens) ================"
+for i in 1 2; do
+  for v in new base; do
+    bin=build/redlite; [ $v = base ] && bin=$BASE/build/redlite
+    $bin bench decode -m "$M80" --positions 4K,128K --kv-types f32 --tokens 32 2>&1 |
+      grep -E "^[0-9]" | sed "s/^/$v run $i: /"
+  done
+done | tee "$OUT/ab.txt"
+$BASE/build/redlite bench decode -m "$M80" --positions 4K --kv-types f32 --tokens 32 --breakdown \
+  >"$OUT/base-breakdown.txt" 2>&1
+build/redlite bench decode -m "$M80" --positions 4K --kv-types f32 --tokens 32 --breakdown \
+  >"$OUT/new-breakdown.txt" 2>&1
