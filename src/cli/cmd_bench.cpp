@@ -93,8 +93,8 @@ void bench_prefill(const EngineFlags& flags, const std::vector<int64_t>& depths,
   std::vector<int32_t> prompt(tokens);
   for (auto& t : prompt) t = token(rng);
   std::printf("bench prefill on %s, %lld tokens, chunk %d\n%-9s %10s %19s %9s\n",
-              engine->backend_name().c_str(), static_cast<long long>(tokens), flags.chunk,
-              "depth", "tok/s", "(min..max)", "s");
+              engine->backend_name().c_str(), static_cast<long long>(tokens), flags.chunk, "depth",
+              "tok/s", "(min..max)", "s");
   for (int64_t depth : depths) {
     engine::SessionOptions so = flags.session_options();
     so.max_context = depth + tokens + 8;
@@ -111,8 +111,8 @@ void bench_prefill(const EngineFlags& flags, const std::vector<int64_t>& depths,
     }
     std::sort(secs.begin(), secs.end());
     const double med = secs[secs.size() / 2];
-    std::printf("%-9lld %10.1f %9.1f..%-9.1f %9.3f\n", static_cast<long long>(depth),
-                tokens / med, tokens / secs.back(), tokens / secs.front(), med);
+    std::printf("%-9lld %10.1f %9.1f..%-9.1f %9.3f\n", static_cast<long long>(depth), tokens / med,
+                tokens / secs.back(), tokens / secs.front(), med);
     std::fflush(stdout);
   }
 }
@@ -168,11 +168,14 @@ int cmd_bench(const Args& args) {
   int64_t p_tokens = 512;
   int p_repeats = 3;
   prefill->add_option("--depth,--depths", p_depths, "positions already in context (e.g. 0,4K)")
-      ->delimiter(',')->capture_default_str();
+      ->delimiter(',')
+      ->capture_default_str();
   prefill->add_option("--tokens", p_tokens, "prompt tokens per run")
-      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 22));
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 22));
   prefill->add_option("--repeats", p_repeats, "timed runs (median)")
-      ->capture_default_str()->check(CLI::Range(1, 1000));
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
   if (auto status = parse_args(app, args)) return *status;
 
   if (kernel->parsed()) {

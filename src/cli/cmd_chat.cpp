@@ -1,8 +1,8 @@
 // redlite chat: an interactive multi-turn chat. The conversation lives in the engine session:
 // each turn prefills only the new user message, never the history again.
+#include <unistd.h>
 #include <cstdio>
 #include <iostream>
-#include <unistd.h>
 
 #include "cli/common.h"
 #include "cli/demo_model.h"
@@ -16,9 +16,10 @@
 namespace rl::cli {
 
 int cmd_chat(const Args& args) {
-  CLI::App app{"Interactive chat with the model's chat template. Type a message and press Enter; "
-               "/reset starts over, /quit (or end of input) leaves.",
-               "chat"};
+  CLI::App app{
+      "Interactive chat with the model's chat template. Type a message and press Enter; "
+      "/reset starts over, /quit (or end of input) leaves.",
+      "chat"};
   EngineFlags flags;
   flags.add_to(app, false);
   SamplingFlags sampling;
@@ -58,7 +59,8 @@ int cmd_chat(const Args& args) {
       continue;
     }
     chat::Json messages = chat::Json::array();
-    if (first_turn && !system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
+    if (first_turn && !system.empty())
+      messages.push_back({{"role", "system"}, {"content", system}});
     messages.push_back({{"role", "user"}, {"content", line}});
     chat::RenderOptions ro;
     if (no_think) ro.enable_thinking = false;
@@ -90,11 +92,11 @@ int cmd_chat(const Args& args) {
     first_turn = false;
     std::printf("\n");
     if (!flags.quiet)
-      std::fprintf(stderr, "[%zu prompt tokens %.1f tok/s | %lld generated %.1f tok/s | context %lld]\n",
-                   tokens.size(), tokens.size() / std::max(1e-9, prefill_s),
-                   static_cast<long long>(result.tokens),
-                   result.tokens / std::max(1e-9, result.seconds),
-                   static_cast<long long>(session->position()));
+      std::fprintf(
+          stderr, "[%zu prompt tokens %.1f tok/s | %lld generated %.1f tok/s | context %lld]\n",
+          tokens.size(), tokens.size() / std::max(1e-9, prefill_s),
+          static_cast<long long>(result.tokens), result.tokens / std::max(1e-9, result.seconds),
+          static_cast<long long>(session->position()));
   }
   return 0;
 }

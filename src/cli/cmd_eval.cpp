@@ -34,9 +34,10 @@ std::vector<int32_t> read_token_file(const std::string& path) {
 }  // namespace
 
 int cmd_eval(const Args& args) {
-  CLI::App app{"Write the float32 logits of every position of a token sequence: row-major "
-               "[positions x vocab], little-endian, row i after consuming tokens 0..i.",
-               "eval"};
+  CLI::App app{
+      "Write the float32 logits of every position of a token sequence: row-major "
+      "[positions x vocab], little-endian, row i after consuming tokens 0..i.",
+      "eval"};
   EngineFlags flags;
   flags.add_to(app, true);
   std::string tokens_path, out_path;
@@ -51,7 +52,8 @@ int cmd_eval(const Args& args) {
   auto engine = load_with_progress(flags);
   const int64_t vocab = engine->config().n_vocab;
   auto options = flags.session_options();
-  if (options.max_context == 0) options.max_context = std::max<int64_t>(engine->config().context_length, tokens.size());
+  if (options.max_context == 0)
+    options.max_context = std::max<int64_t>(engine->config().context_length, tokens.size());
   auto session = engine->new_session(options);
 
   std::FILE* out = std::fopen(out_path.c_str(), "wb");

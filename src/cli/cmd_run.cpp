@@ -15,10 +15,11 @@
 namespace rl::cli {
 
 int cmd_run(const Args& args) {
-  CLI::App app{"Generate text from a prompt. Without -m it uses a small demo model with random "
-               "weights (generated once and cached): the output is gibberish; pass -m your.gguf "
-               "for a real model.",
-               "run"};
+  CLI::App app{
+      "Generate text from a prompt. Without -m it uses a small demo model with random "
+      "weights (generated once and cached): the output is gibberish; pass -m your.gguf "
+      "for a real model.",
+      "run"};
   EngineFlags flags;
   flags.add_to(app, false);
   SamplingFlags sampling;
@@ -51,7 +52,8 @@ int cmd_run(const Args& args) {
 
   std::string text = prompt;
   if (chat) {
-    const auto family = chat::detect_family(file.get_string("tokenizer.chat_template").value_or(""));
+    const auto family =
+        chat::detect_family(file.get_string("tokenizer.chat_template").value_or(""));
     chat::Json messages = chat::Json::array();
     if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
     messages.push_back({{"role", "user"}, {"content", prompt}});
@@ -64,8 +66,8 @@ int cmd_run(const Args& args) {
 
   auto session = engine->new_session(flags.session_options());
   if (static_cast<int64_t>(tokens.size()) >= session->max_context())
-    fail("the prompt has ", tokens.size(), " tokens but the context holds ",
-         session->max_context(), " (raise --ctx or shorten the prompt)");
+    fail("the prompt has ", tokens.size(), " tokens but the context holds ", session->max_context(),
+         " (raise --ctx or shorten the prompt)");
   Timer prefill_timer;
   session->prefill(tokens, prefill_progress(!flags.quiet));
   const double prefill_s = prefill_timer.seconds();

@@ -1,7 +1,7 @@
 #include "cli/engine_flags.h"
 
-#include <cstdio>
 #include <unistd.h>
+#include <cstdio>
 
 #include "util/timer.h"
 
@@ -48,10 +48,11 @@ std::unique_ptr<engine::Engine> load_with_progress(const EngineFlags& flags) {
   auto engine = engine::load_engine(flags.model, flags.engine_options(), {});
   if (!flags.quiet) {
     const auto& c = engine->config();
-    std::fprintf(stderr, "loaded %s: %d layers, d=%lld, %d experts (top %d), vocab %lld on %s in %.2f s\n",
+    std::fprintf(stderr,
+                 "loaded %s: %d layers, d=%lld, %d experts (top %d), vocab %lld on %s in %.2f s\n",
                  flags.model.c_str(), c.n_layer, static_cast<long long>(c.n_embd), c.n_expert,
-                 c.n_expert_used, static_cast<long long>(c.n_vocab),
-                 engine->backend_name().c_str(), timer.seconds());
+                 c.n_expert_used, static_cast<long long>(c.n_vocab), engine->backend_name().c_str(),
+                 timer.seconds());
   }
   return engine;
 }

@@ -22,8 +22,8 @@ struct GenerationResult {
   std::string text;
   int64_t tokens = 0;
   double seconds = 0;
-  bool hit_end = false;    // an end-of-generation token ended it
-  int32_t last_token = -1; // the token sampled last (not yet fed when hit_end)
+  bool hit_end = false;     // an end-of-generation token ended it
+  int32_t last_token = -1;  // the token sampled last (not yet fed when hit_end)
 };
 
 // Generates from the session's current logits, writing text to stdout as it comes. Each

@@ -17,7 +17,8 @@ struct Command {
 constexpr Command kCommands[] = {
     {"run", rl::cli::cmd_run, "generate text from a prompt"},
     {"chat", rl::cli::cmd_chat, "interactive multi-turn chat"},
-    {"eval", rl::cli::cmd_eval, "write the logits of every position of a token file (parity checks)"},
+    {"eval", rl::cli::cmd_eval,
+     "write the logits of every position of a token file (parity checks)"},
     {"tokenize", rl::cli::cmd_tokenize, "print the token ids of a text"},
     {"detokenize", rl::cli::cmd_detokenize, "print the text of token ids"},
     {"info", rl::cli::cmd_info, "describe a GGUF file; dump a tensor"},
@@ -27,10 +28,11 @@ constexpr Command kCommands[] = {
 };
 
 void print_usage(std::FILE* out) {
-  std::fprintf(out,
-               "Red Lite: a Qwen3-Next (qwen3next GGUF) inference engine\n\n"
-               "usage: redlite <command> [options]    (redlite <command> --help for its options)\n\n"
-               "commands:\n");
+  std::fprintf(
+      out,
+      "Red Lite: a Qwen3-Next (qwen3next GGUF) inference engine\n\n"
+      "usage: redlite <command> [options]    (redlite <command> --help for its options)\n\n"
+      "commands:\n");
   for (const auto& c : kCommands) std::fprintf(out, "  %-11s %s\n", c.name, c.help);
   std::fprintf(out, "\nThe server is a separate binary: redlite-server --help\n");
 }

@@ -69,8 +69,9 @@ class CpuSession final : public engine::Session {
     const int64_t n = static_cast<int64_t>(tokens.size());
     for (int64_t done = 0; done < n;) {
       const int64_t take = std::min<int64_t>(chunk_, n - done);
-      std::span<float> rows =
-          all_logits.empty() ? std::span<float>{} : all_logits.subspan(done * c.n_vocab, take * c.n_vocab);
+      std::span<float> rows = all_logits.empty()
+                                  ? std::span<float>{}
+                                  : all_logits.subspan(done * c.n_vocab, take * c.n_vocab);
       forward(model_, state_, tokens.subspan(done, take), logits_, rows);
       has_logits_ = true;
       done += take;

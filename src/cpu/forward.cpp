@@ -63,7 +63,9 @@ void reserve_workspace(const model::Config& c, Workspace& ws, int64_t T, int thr
 
 void store_kv_row(KvType type, uint8_t* dst, const float* src, int64_t n) {
   switch (type) {
-    case KvType::F32: std::memcpy(dst, src, n * sizeof(float)); return;
+    case KvType::F32:
+      std::memcpy(dst, src, n * sizeof(float));
+      return;
     case KvType::F16: {
       auto* d = reinterpret_cast<uint16_t*>(dst);
       for (int64_t i = 0; i < n; ++i) d[i] = float_to_half(src[i]);
@@ -181,8 +183,7 @@ void deltanet(const Model& m, SessionState& st, const model::DeltaNetWeights& w,
     matmul(pool, ws.scratch, w.gate, 0, v_dim, ws.h.data(), d, T, ws.z.data(), v_dim);
   } else {
     const int64_t fused_dim = C + v_dim;
-    matmul(pool, ws.scratch, w.ssm_in, 0, fused_dim, ws.h.data(), d, T, ws.fused.data(),
-           fused_dim);
+    matmul(pool, ws.scratch, w.ssm_in, 0, fused_dim, ws.h.data(), d, T, ws.fused.data(), fused_dim);
     for (int64_t t = 0; t < T; ++t)
       model::unfuse_ssm_in(c, ws.fused.data() + t * fused_dim, ws.qkv.data() + t * C,
                            ws.z.data() + t * v_dim);
@@ -321,8 +322,8 @@ void moe(const Model& m, SessionState& st, const model::LayerWeights& w, int64_t
       rows[r] = ex.gate_row(e, r, ff);
       rows[ff + r] = ex.up_row(e, r, ff);
     }
-    matmul_rows(pool, ws.scratch, ex.gate_up_type(), d, rows.data(), 2 * ff, ws.ex_in.data(), d,
-                n, ws.ex_gu.data(), 2 * ff);
+    matmul_rows(pool, ws.scratch, ex.gate_up_type(), d, rows.data(), 2 * ff, ws.ex_in.data(), d, n,
+                ws.ex_gu.data(), 2 * ff);
     for (int64_t i = 0; i < n; ++i)
       for (int64_t r = 0; r < ff; ++r)
         ws.ex_act[i * ff + r] = silu(ws.ex_gu[i * 2 * ff + r]) * ws.ex_gu[i * 2 * ff + ff + r];
@@ -374,8 +375,7 @@ void forward(const Model& m, SessionState& st, std::span<const int32_t> tokens,
     for (int64_t i = 0; i < T * d; ++i) ws.x[i] += ws.mix[i];
 
     for (int64_t t = 0; t < T; ++t)
-      rmsnorm(ws.x.data() + t * d, L.post_attention_norm.f32(), ws.h.data() + t * d, d,
-              c.rms_eps);
+      rmsnorm(ws.x.data() + t * d, L.post_attention_norm.f32(), ws.h.data() + t * d, d, c.rms_eps);
     moe(m, st, L, T);
     for (int64_t i = 0; i < T * d; ++i) ws.x[i] += ws.mix[i];
   }
@@ -384,8 +384,7 @@ void forward(const Model& m, SessionState& st, std::span<const int32_t> tokens,
   const int64_t first = all_logits.empty() ? T - 1 : 0;
   const int64_t n_out = T - first;
   for (int64_t t = first; t < T; ++t)
-    rmsnorm(ws.x.data() + t * d, W.output_norm.f32(), ws.h.data() + (t - first) * d, d,
-            c.rms_eps);
+    rmsnorm(ws.x.data() + t * d, W.output_norm.f32(), ws.h.data() + (t - first) * d, d, c.rms_eps);
   if (all_logits.empty()) {
     matmul(pool, ws.scratch, W.output, 0, c.n_vocab, ws.h.data(), d, 1, last_logits.data(),
            c.n_vocab);

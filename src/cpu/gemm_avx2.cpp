@@ -42,8 +42,10 @@ template <int R>
 void tokens_tile(const float* w, int64_t cols, const float* x, int64_t x_stride, int64_t n_tok,
                  float* out, int64_t out_stride) {
   int64_t t = 0;
-  for (; t + 4 <= n_tok; t += 4) tile<R, 4>(w, cols, x + t * x_stride, x_stride, out + t * out_stride, out_stride);
-  for (; t < n_tok; ++t) tile<R, 1>(w, cols, x + t * x_stride, x_stride, out + t * out_stride, out_stride);
+  for (; t + 4 <= n_tok; t += 4)
+    tile<R, 4>(w, cols, x + t * x_stride, x_stride, out + t * out_stride, out_stride);
+  for (; t < n_tok; ++t)
+    tile<R, 1>(w, cols, x + t * x_stride, x_stride, out + t * out_stride, out_stride);
 }
 
 }  // namespace
@@ -51,8 +53,10 @@ void tokens_tile(const float* w, int64_t cols, const float* x, int64_t x_stride,
 void gemm_rows_tokens(const float* w, int64_t cols, int64_t n_rows, const float* x,
                       int64_t x_stride, int64_t n_tok, float* out, int64_t out_stride) {
   int64_t r = 0;
-  for (; r + 4 <= n_rows; r += 4) tokens_tile<4>(w + r * cols, cols, x, x_stride, n_tok, out + r, out_stride);
-  for (; r < n_rows; ++r) tokens_tile<1>(w + r * cols, cols, x, x_stride, n_tok, out + r, out_stride);
+  for (; r + 4 <= n_rows; r += 4)
+    tokens_tile<4>(w + r * cols, cols, x, x_stride, n_tok, out + r, out_stride);
+  for (; r < n_rows; ++r)
+    tokens_tile<1>(w + r * cols, cols, x, x_stride, n_tok, out + r, out_stride);
 }
 
 }  // namespace rl::cpu::avx2

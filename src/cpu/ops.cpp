@@ -90,7 +90,8 @@ void rope_neox(float* head, int n_rot, int64_t position, float theta) {
 }
 
 void embedding_row(const model::Tensor& table, int64_t id, float* out) {
-  if (id < 0 || id >= table.n_rows()) fail("token id ", id, " is outside the vocabulary (", table.n_rows(), ")");
+  if (id < 0 || id >= table.n_rows())
+    fail("token id ", id, " is outside the vocabulary (", table.n_rows(), ")");
   quant::dequantize_row(table.type, table.row(id), out, table.cols());
 }
 

@@ -33,9 +33,15 @@ void rmsnorm(const float* x, const float* w, float* y, int64_t n, float eps);
 // x *= 1 / sqrt(sum(x^2) + eps)
 void l2norm(float* x, int64_t n, float eps);
 
-inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
-inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+inline float silu(float x) {
+  return x / (1.0f + std::exp(-x));
+}
+inline float sigmoid(float x) {
+  return 1.0f / (1.0f + std::exp(-x));
+}
+inline float softplus(float x) {
+  return x > 20.0f ? x : std::log1p(std::exp(x));
+}
 
 // NEOX rotary embedding on the first n_rot dims of one head: pairs (j, j + n_rot/2).
 void rope_neox(float* head, int n_rot, int64_t position, float theta);

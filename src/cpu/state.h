@@ -36,18 +36,18 @@ struct DeltaNetState {
 
 // Activations of one chunk of tokens, grown to the largest chunk seen and then reused.
 struct Workspace {
-  int64_t capacity = 0;  // tokens
-  std::vector<float> x, h, mix;           // [T][d]
-  std::vector<float> qg, q, k, v, o;      // attention
-  std::vector<float> qkv, z, ba, conv, core, fused;  // DeltaNet
-  std::vector<float> router;              // [T][E]
-  std::vector<int32_t> expert_ids;        // [T][k]
-  std::vector<float> expert_weights;      // [T][k]
-  std::vector<int32_t> expert_order;      // [E]: router ranking scratch
+  int64_t capacity = 0;                                              // tokens
+  std::vector<float> x, h, mix;                                      // [T][d]
+  std::vector<float> qg, q, k, v, o;                                 // attention
+  std::vector<float> qkv, z, ba, conv, core, fused;                  // DeltaNet
+  std::vector<float> router;                                         // [T][E]
+  std::vector<int32_t> expert_ids;                                   // [T][k]
+  std::vector<float> expert_weights;                                 // [T][k]
+  std::vector<int32_t> expert_order;                                 // [E]: router ranking scratch
   std::vector<std::vector<std::pair<int64_t, float>>> expert_users;  // [E]: (token, weight)
-  std::vector<float> ex_in, ex_gu, ex_act, ex_out;  // per-expert gathered activations
+  std::vector<float> ex_in, ex_gu, ex_act, ex_out;    // per-expert gathered activations
   std::vector<float> sh_gu, sh_act, sh_out, sh_gate;  // shared expert
-  std::vector<std::vector<float>> scores;  // per thread: attention scores over positions
+  std::vector<std::vector<float>> scores;             // per thread: attention scores over positions
   Scratch scratch;
 };
 

@@ -5,9 +5,12 @@ namespace rl::engine {
 
 const char* kv_type_name(KvType t) {
   switch (t) {
-    case KvType::F32: return "f32";
-    case KvType::F16: return "f16";
-    case KvType::BF16: return "bf16";
+    case KvType::F32:
+      return "f32";
+    case KvType::F16:
+      return "f16";
+    case KvType::BF16:
+      return "bf16";
   }
   return "?";
 }
@@ -23,7 +26,9 @@ void Session::fill_random_state(int64_t, uint64_t) {
   fail("this backend cannot fill its state with random values");
 }
 
-int kv_type_bytes(KvType t) { return t == KvType::F32 ? 4 : 2; }
+int kv_type_bytes(KvType t) {
+  return t == KvType::F32 ? 4 : 2;
+}
 
 Backend parse_backend(const std::string& name) {
   if (name == "auto") return Backend::Auto;

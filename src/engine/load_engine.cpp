@@ -18,8 +18,9 @@ std::unique_ptr<Engine> load_engine(const std::string& gguf_path, const EngineOp
   if (backend == Backend::Cuda) return cuda::make_engine(gguf_path, options, progress);
 #else
   if (backend == Backend::Cuda)
-    fail("this build of Red Lite has no CUDA backend (rebuild on a machine with nvcc, or use "
-         "--backend cpu)");
+    fail(
+        "this build of Red Lite has no CUDA backend (rebuild on a machine with nvcc, or use "
+        "--backend cpu)");
 #endif
   return cpu::make_engine(gguf_path, options, progress);
 }

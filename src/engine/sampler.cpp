@@ -25,7 +25,9 @@ Sampler::Sampler(const SamplerParams& params) : params_(params), rng_(params.see
   params_.validate();
 }
 
-void Sampler::accept(int32_t token) { history_.push_back(token); }
+void Sampler::accept(int32_t token) {
+  history_.push_back(token);
+}
 
 void Sampler::reset() {
   history_.clear();

@@ -9,10 +9,10 @@
 namespace rl::engine {
 
 struct SamplerParams {
-  float temperature = 0.8f;   // 0: greedy (argmax; ties go to the lowest id)
-  int top_k = 40;             // 0: off
-  float top_p = 0.95f;        // 1: off
-  float min_p = 0.05f;        // 0: off
+  float temperature = 0.8f;        // 0: greedy (argmax; ties go to the lowest id)
+  int top_k = 40;                  // 0: off
+  float top_p = 0.95f;             // 1: off
+  float min_p = 0.05f;             // 0: off
   float repeat_penalty = 1.0f;     // 1: off; divides positive logits, multiplies negative ones
   int repeat_last_n = 64;          // window for all penalties; -1: whole history
   float presence_penalty = 0.0f;   // subtracted once per token present in the window

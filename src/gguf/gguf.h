@@ -22,8 +22,19 @@
 namespace rl::gguf {
 
 enum class ValueType : uint32_t {
-  UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6, BOOL = 7,
-  STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
+  UINT8 = 0,
+  INT8 = 1,
+  UINT16 = 2,
+  INT16 = 3,
+  UINT32 = 4,
+  INT32 = 5,
+  FLOAT32 = 6,
+  BOOL = 7,
+  STRING = 8,
+  ARRAY = 9,
+  UINT64 = 10,
+  INT64 = 11,
+  FLOAT64 = 12,
 };
 std::string_view value_type_name(ValueType t);
 
@@ -68,7 +79,7 @@ struct TensorInfo {
   std::array<int64_t, kMaxDims> ne{1, 1, 1, 1};  // ne[0] is the contiguous axis
   uint64_t offset = 0;                           // relative to the data section
   uint64_t bytes = 0;
-  const uint8_t* data = nullptr;                 // points into the mapped file
+  const uint8_t* data = nullptr;  // points into the mapped file
 
   int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
   int64_t n_rows() const { return ne[1] * ne[2] * ne[3]; }

@@ -1,7 +1,8 @@
 // Splits what a model writes into the parts an API returns: reasoning (<think>...</think>),
 // plain content, and tool calls in either dialect of the family:
 //   Qwen3:      <tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>
-//   Qwen3Coder: <tool_call>\n<function=f>\n<parameter=k>\nvalue\n</parameter>\n</function>\n</tool_call>
+//   Qwen3Coder:
+//   <tool_call>\n<function=f>\n<parameter=k>\nvalue\n</parameter>\n</function>\n</tool_call>
 // It works on a stream of text deltas and never emits text that might still turn out to be the
 // start of a tag; a tool call that cannot be parsed is returned as plain content.
 //
@@ -33,16 +34,16 @@ struct ToolCall {
 
 // What became certain after a push()/finish(); append these to the response in order.
 struct OutputDelta {
-  std::string reasoning;            // new reasoning text
-  std::string content;              // new visible text
+  std::string reasoning;             // new reasoning text
+  std::string content;               // new visible text
   std::vector<ToolCall> tool_calls;  // tool calls completed in this step
   bool empty() const { return reasoning.empty() && content.empty() && tool_calls.empty(); }
 };
 
 struct OutputParserOptions {
   Family family = Family::Qwen3;
-  bool parse_tool_calls = true;   // false: <tool_call> text stays content
-  bool parse_reasoning = true;    // false: <think> text stays content
+  bool parse_tool_calls = true;  // false: <tool_call> text stays content
+  bool parse_reasoning = true;   // false: <think> text stays content
   // The prompt already opened <think> (generation prompt ends inside a think block), so the
   // output starts as reasoning until </think>.
   bool starts_in_reasoning = false;

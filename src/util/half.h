@@ -43,8 +43,8 @@ inline uint16_t float_to_half(float f) {
   x &= 0x7fffffffu;
   if (x >= 0x7f800000u) return sign | (x > 0x7f800000u ? 0x7e00u : 0x7c00u);
   if (x >= 0x477ff000u) return sign | 0x7c00u;  // rounds to >= 65520: inf
-  if (x < 0x38800000u) {                          // below the smallest normal half
-    if (x < 0x33000000u) return sign;             // rounds to zero
+  if (x < 0x38800000u) {                        // below the smallest normal half
+    if (x < 0x33000000u) return sign;           // rounds to zero
     const uint32_t e = x >> 23;
     const uint32_t m = (x & 0x7fffffu) | 0x800000u;
     const uint32_t shift = 126 - e;  // 14..24
@@ -60,7 +60,9 @@ inline uint16_t float_to_half(float f) {
   return sign | static_cast<uint16_t>(h);
 }
 
-inline float bf16_to_float(uint16_t b) { return bits_to_float(static_cast<uint32_t>(b) << 16); }
+inline float bf16_to_float(uint16_t b) {
+  return bits_to_float(static_cast<uint32_t>(b) << 16);
+}
 
 // Round to nearest even; NaN stays NaN (quiet).
 inline uint16_t float_to_bf16(float f) {

@@ -10,8 +10,12 @@ namespace {
 std::atomic<LogLevel> g_level{LogLevel::Info};
 }
 
-void set_log_level(LogLevel level) { g_level.store(level); }
-LogLevel log_level() { return g_level.load(); }
+void set_log_level(LogLevel level) {
+  g_level.store(level);
+}
+LogLevel log_level() {
+  return g_level.load();
+}
 
 void log_line(LogLevel level, const std::string& line) {
   static const char* const kPrefix[] = {"debug: ", "", "warning: ", "error: ", ""};

@@ -26,8 +26,7 @@ class ThreadPool {
 
   // Calls fn(begin, end, thread_index) over disjoint ranges covering [0, n), each range at
   // most `grain` long. thread_index < size(), usable to pick per-thread scratch buffers.
-  void parallel_for(int64_t n, int64_t grain,
-                    const std::function<void(int64_t, int64_t, int)>& fn);
+  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t, int)>& fn);
 
  private:
   void worker_loop(int index);

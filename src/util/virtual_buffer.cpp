@@ -16,9 +16,13 @@ VirtualBuffer::VirtualBuffer(size_t bytes) : size_(bytes) {
   data_ = static_cast<uint8_t*>(p);
 }
 
-VirtualBuffer::~VirtualBuffer() { release(); }
+VirtualBuffer::~VirtualBuffer() {
+  release();
+}
 
-VirtualBuffer::VirtualBuffer(VirtualBuffer&& other) noexcept { *this = std::move(other); }
+VirtualBuffer::VirtualBuffer(VirtualBuffer&& other) noexcept {
+  *this = std::move(other);
+}
 
 VirtualBuffer& VirtualBuffer::operator=(VirtualBuffer&& other) noexcept {
   if (this != &other) {

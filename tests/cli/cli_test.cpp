@@ -58,16 +58,20 @@ TEST_F(Cli, PromptLongerThanTheContext) {
 
 TEST_F(Cli, EvalBadTokenFiles) {
   const auto model = kTiny + "tiny-f32.gguf";
-  expect_error(run({"eval", "-m", model, "--tokens", write("t1", "1 2 x3"), "--logits-out",
-                    path("o")}), "token 2");
+  expect_error(
+      run({"eval", "-m", model, "--tokens", write("t1", "1 2 x3"), "--logits-out", path("o")}),
+      "token 2");
   expect_error(run({"eval", "-m", model, "--tokens", write("t2", "1 2 512"), "--logits-out",
-                    path("o"), "-q"}), "512");
-  expect_error(run({"eval", "-m", model, "--tokens", write("t3", " \n"), "--logits-out",
-                    path("o")}), "no token ids");
+                    path("o"), "-q"}),
+               "512");
+  expect_error(
+      run({"eval", "-m", model, "--tokens", write("t3", " \n"), "--logits-out", path("o")}),
+      "no token ids");
   std::string many;
   for (int i = 0; i < 40; ++i) many += "7 ";
   expect_error(run({"eval", "-m", model, "--tokens", write("t4", many), "--logits-out", path("o"),
-                    "--ctx", "32", "-q"}), "context");
+                    "--ctx", "32", "-q"}),
+               "context");
 }
 
 // eval writes [positions x vocab] float32 rows; check them against the float64 goldens, both
@@ -76,9 +80,16 @@ TEST_F(Cli, EvalWritesLogitsMatchingTheGoldens) {
   const auto ref = read(kTiny + "tiny-quant.seq96.ref64.logits.f32");
   for (const std::vector<std::string>& extra :
        {std::vector<std::string>{"--chunk", "13"}, std::vector<std::string>{"--decode"}}) {
-    std::vector<std::string> args = {"eval", "-m", kTiny + "tiny-quant.gguf", "--tokens",
-                                     kTiny + "tiny-quant.seq96.tokens.txt", "--logits-out",
-                                     path("logits.f32"), "--backend", "cpu", "-q"};
+    std::vector<std::string> args = {"eval",
+                                     "-m",
+                                     kTiny + "tiny-quant.gguf",
+                                     "--tokens",
+                                     kTiny + "tiny-quant.seq96.tokens.txt",
+                                     "--logits-out",
+                                     path("logits.f32"),
+                                     "--backend",
+                                     "cpu",
+                                     "-q"};
     args.insert(args.end(), extra.begin(), extra.end());
     const auto r = run(args);
     ASSERT_EQ(r.status, 0) << r.err;
@@ -102,14 +113,15 @@ TEST_F(Cli, RunGeneratesAndReportsSpeed) {
   EXPECT_NE(r.err.find("generation:"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("tok/s"), std::string::npos) << r.err;
   // Greedy is deterministic.
-  const auto again = run({"run", "-m", kTiny + "tiny-f32.gguf", "-p", "ab", "-n", "8", "--temp", "0"});
+  const auto again =
+      run({"run", "-m", kTiny + "tiny-f32.gguf", "-p", "ab", "-n", "8", "--temp", "0"});
   EXPECT_EQ(again.out, r.out);
 }
 
 TEST_F(Cli, ChatKeepsTheConversationInTheSession) {
   // Two turns over stdin; the second turn's context must include the first.
-  const auto r = run({"chat", "-m", kTiny + "tiny-f32.gguf", "-n", "4", "--temp", "0"},
-                     "hello\nagain\n");
+  const auto r =
+      run({"chat", "-m", kTiny + "tiny-f32.gguf", "-n", "4", "--temp", "0"}, "hello\nagain\n");
   ASSERT_EQ(r.status, 0) << r.err;
   // "[... | context N]" after each turn: N grows by more than the second prompt alone.
   const auto first = r.err.find("context ");

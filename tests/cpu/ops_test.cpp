@@ -42,7 +42,8 @@ TEST(Gemm, RowsTimesTokensMatchesFloat64) {
           }
         // Padding between outputs must be untouched.
         for (int64_t t = 0; t < toks; ++t)
-          for (int64_t r = rows; r < out_stride; ++r) ASSERT_TRUE(std::isnan(out[t * out_stride + r]));
+          for (int64_t r = rows; r < out_stride; ++r)
+            ASSERT_TRUE(std::isnan(out[t * out_stride + r]));
       }
 }
 

@@ -127,5 +127,7 @@ TEST_F(CudaEngineTest, RandomStateDecodesToFiniteLogits) {
 }  // namespace rl::cuda
 
 #else
-TEST(CudaEngine, NotBuilt) { GTEST_SKIP() << "this build has no CUDA backend"; }
+TEST(CudaEngine, NotBuilt) {
+  GTEST_SKIP() << "this build has no CUDA backend";
+}
 #endif

@@ -108,8 +108,8 @@ TEST_P(GoldenLogits, MatchFloat64ReferenceAtEveryPosition) {
   const auto logits = prefill_all(*session, tokens);
   const auto d = compare(logits, ref, tokens.size());
   RecordProperty("max_abs", std::to_string(d.max_abs));
-  std::printf("%s %s: max abs %.3g, rms %.3g, argmax agreement %.1f%%\n", g.model, g.seq,
-              d.max_abs, d.rms, 100 * d.argmax_agree);
+  std::printf("%s %s: max abs %.3g, rms %.3g, argmax agreement %.1f%%\n", g.model, g.seq, d.max_abs,
+              d.rms, 100 * d.argmax_agree);
   EXPECT_LE(d.max_abs, g.max_abs);
   EXPECT_LE(d.rms, g.rms);
   EXPECT_EQ(d.argmax_agree, 1.0);
@@ -122,7 +122,8 @@ INSTANTIATE_TEST_SUITE_P(Tiny, GoldenLogits,
                                            Golden{"tiny-quant", "seq96", 2e-3, 2e-4}),
                          [](const auto& info) {
                            std::string n = std::string(info.param.model) + "_" + info.param.seq;
-                           for (auto& ch : n) if (ch == '-') ch = '_';
+                           for (auto& ch : n)
+                             if (ch == '-') ch = '_';
                            return n;
                          });
 
