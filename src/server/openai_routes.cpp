@@ -61,6 +61,18 @@ std::string sse_data(const Json& j) {
   return "data: " + dump_json(j) + "\n\n";
 }
 
+// What follows the final chunk of a stream: a usage chunk (no choices) when the client asked for
+// it with stream_options.include_usage, then [DONE]. `chunk_base` carries id, object, model.
+std::string stream_end(Json chunk_base, const GenerationRun& run, bool include_usage) {
+  std::string out;
+  if (include_usage) {
+    chunk_base["choices"] = Json::array();
+    chunk_base["usage"] = usage_json(run);
+    out += sse_data(chunk_base);
+  }
+  return out + "data: [DONE]\n\n";
+}
+
 class ChatStream : public SseFormat {
  public:
   ChatStream(const RouteContext& ctx, bool include_usage, bool logprobs)
@@ -91,14 +103,7 @@ class ChatStream : public SseFormat {
       return out;
     }
     out += chunk(Json::object(), chat_finish_reason(run));
-    if (include_usage_) {
-      Json last = base();
-      last["choices"] = Json::array();
-      last["usage"] = usage_json(run);
-      out += sse_data(last);
-    }
-    out += "data: [DONE]\n\n";
-    return out;
+    return out + stream_end(base(), run, include_usage_);
   }
 
   std::string keepalive() override { return ": keep-alive\n\n"; }
@@ -207,14 +212,7 @@ class CompletionStream : public SseFormat {
       return out;
     }
     out += chunk("", completion_finish_reason(run));
-    if (include_usage_) {
-      Json last = base();
-      last["choices"] = Json::array();
-      last["usage"] = usage_json(run);
-      out += sse_data(last);
-    }
-    out += "data: [DONE]\n\n";
-    return out;
+    return out + stream_end(base(), run, include_usage_);
   }
 
   std::string keepalive() override { return ": keep-alive\n\n"; }
