@@ -3,23 +3,24 @@
 //
 // Bytes: at position P the decode kernel must read P rows of K and V for each of the 2 KV heads,
 // 2 x 2 x 256 x 4 B = 4 KiB per position per layer in float32 (half in bf16/f16); nothing else
-// it touches grows with P. So the kernel is built to stream K and V once at full bandwidth:
-//  - one CTA serves all 8 query heads of its KV head, so each K/V row is read once, not 8 times;
-//  - during the score pass the query vectors sit in registers (each lane owns 8 dims of all 8
-//    heads, reloaded from shared memory once per split), so there is no shared-memory traffic
-//    per K byte;
-//  - a warp scores 2 (f32) or 4 (bf16/f16) positions per step with 4 independent 16-byte loads
-//    per lane, then folds the 8 heads x positions partial sums across the warp with a
-//    transposed butterfly (16 or 31 shuffles for all of them);
-//  - the value pass gives each thread one 16-byte chunk of a row and loads 8 (f32) or 4 (half)
-//    rows before using them; 4 (f32) or 8 (half) streams of positions are summed in shared
-//    memory in a fixed order;
-//  - the grid is persistent (CTAs = what fits on the GPU at once) and its size is fixed, so it
-//    captures into a CUDA graph while the position changes; each CTA folds its splits into one
-//    running (max, sum, output) so the merge reads one partial per CTA, not per split.
+// it touches grows with P. So the kernels are built to stream K and V once at full bandwidth,
+// one CTA serving all 8 query heads of its KV head so each K/V row is read once, not 8 times.
+// The grid is persistent (CTAs = what fits on the GPU at once) and its size is fixed, so it
+// captures into a CUDA graph while the position (read from device memory) changes; each CTA
+// leaves one partial (max, sum, unnormalised output) for the merge.
+//  - float32 caches (attn_decode_kernel, CUDA cores): the query vectors sit in registers during
+//    the score pass; a warp scores 2 positions per step with 4 independent 16-byte loads per
+//    lane and folds the 8 heads x positions partial sums with a transposed butterfly; the value
+//    pass gives each thread one 16-byte chunk of a row and 8 rows in flight; 4 streams of
+//    positions are summed in shared memory in a fixed order.
+//  - bf16/f16 caches (attn_decode_tc_kernel, tensor cores): see the comment there. On the CUDA
+//    cores these took as long as float32 for half the bytes (about 200 instructions per position
+//    and KV head); the MMAs bring that to about 12.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <algorithm>
+#include <atomic>
+#include <type_traits>
 
 #include "cuda/check.h"
 #include "cuda/device.h"
@@ -43,37 +44,14 @@ struct KvF32 {
   }
   __device__ static Elem from_float(float x) { return x; }
 };
+// The 16-bit caches are read by the tensor-core kernel as raw 16-bit words.
 struct KvBF16 {
   using Elem = __nv_bfloat16;
-  static constexpr int kVec = 8;
-  __device__ static void load(const Elem* p, float (&out)[kVec]) {
-    const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
-    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      out[2 * i] = __uint_as_float(w[i] << 16);
-      out[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-    }
-  }
-  __device__ static Elem from_float(float x) {
-    return __float2bfloat16_rn(x);
-  }
+  __device__ static Elem from_float(float x) { return __float2bfloat16_rn(x); }
 };
 struct KvF16 {
   using Elem = __half;
-  static constexpr int kVec = 8;
-  __device__ static void load(const Elem* p, float (&out)[kVec]) {
-    const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
-    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
-      out[2 * i] = f.x, out[2 * i + 1] = f.y;
-    }
-  }
-  __device__ static Elem from_float(float x) {
-    return __float2half_rn(x);
-  }
+  __device__ static Elem from_float(float x) { return __float2half_rn(x); }
 };
 
 template <class F>
@@ -92,44 +70,81 @@ void with_kv_type(KvType t, F&& f) {
 }
 
 // ---- Q/K norm, RoPE, append ---------------------------------------------------------------------
+// One warp per job (a query head, a key head or a value head): the work is 256 values, so a
+// block barrier or a second round trip costs more than the arithmetic. Lane l owns dims
+// l + 32 i. The norm weights, the position and the RoPE angles do not depend on the previous
+// kernel (the position is uploaded before the step's first kernel), so they are loaded and the
+// sines computed before pdl_wait(), overlapping the projection that produces q, k and v.
 template <class Kv>
-__global__ void attn_prep_kernel(AttnPrepArgs a) {
+__global__ void __launch_bounds__(32) attn_prep_kernel(AttnPrepArgs a) {
+  constexpr int N = kHD / 32;
   pdl_launch_dependents();
-  pdl_wait();
-  const int b = blockIdx.x, t = threadIdx.x, hd = a.head_dim;  // blockDim.x == hd
+  const int job = blockIdx.x, lane = threadIdx.x;
   const int64_t pos = *a.pos;
-  __shared__ float buf[1024];
-  __shared__ double red[32];
+  const bool is_q = job < a.n_head, is_v = job >= a.n_head + a.n_head_kv;
+  const int half = a.n_rot / 2;
+  float w[N], cs[N], sn[N];
+  if (!is_v) {
+    const float* nw = is_q ? a.q_norm : a.k_norm;
+#pragma unroll
+    for (int i = 0; i < N; ++i) w[i] = nw[lane + 32 * i];
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const int d = lane + 32 * i;
+      cs[i] = 1.f, sn[i] = 0.f;
+      if (d < a.n_rot) {  // NEOX: pairs (j, j + half); the angle in double (positions reach 2^18)
+        double s, c;
+        sincos(static_cast<double>(pos) * a.rope_inv_freq[d < half ? d : d - half], &s, &c);
+        cs[i] = static_cast<float>(c), sn[i] = static_cast<float>(s);
+      }
+    }
+  }
+  pdl_wait();
+
   using Elem = typename Kv::Elem;
-  if (b >= a.n_head + a.n_head_kv) {  // V: append as is
-    const int g = b - a.n_head - a.n_head_kv;
-    static_cast<Elem*>(a.v_cache)[(g * a.max_ctx + pos) * hd + t] = Kv::from_float(a.v[g * hd + t]);
+  float x[N];
+  if (is_v) {
+    const int g = job - a.n_head - a.n_head_kv;
+#pragma unroll
+    for (int i = 0; i < N; ++i) x[i] = a.v[g * kHD + lane + 32 * i];
+    Elem* dst = static_cast<Elem*>(a.v_cache) + (g * a.max_ctx + pos) * kHD;
+#pragma unroll
+    for (int i = 0; i < N; ++i) dst[lane + 32 * i] = Kv::from_float(x[i]);
     return;
   }
-  const bool is_q = b < a.n_head;
-  const float* src = is_q ? a.qg + static_cast<int64_t>(b) * 2 * hd
-                          : a.k + static_cast<int64_t>(b - a.n_head) * hd;
-  const float x = src[t];
-  const double ss = block_sum(static_cast<double>(x) * x, red);
-  const float scale = static_cast<float>(1.0 / sqrt(ss / hd + a.eps));
-  float y = x * scale * (is_q ? a.q_norm : a.k_norm)[t];
-  buf[t] = y;
-  __syncthreads();
-  const int half = a.n_rot / 2;
-  if (t < a.n_rot) {  // NEOX: pairs (j, j + half); the angle in double, as positions reach 2^18
-    const int j = t < half ? t : t - half;
-    double sn, cs;
-    sincos(static_cast<double>(pos) * a.rope_inv_freq[j], &sn, &cs);
-    const float c = static_cast<float>(cs), s = static_cast<float>(sn);
-    const float x0 = buf[j], x1 = buf[j + half];
-    y = t < half ? __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s))
-                 : __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+  const float* src = is_q ? a.qg + static_cast<int64_t>(job) * 2 * kHD
+                          : a.k + static_cast<int64_t>(job - a.n_head) * kHD;
+#pragma unroll
+  for (int i = 0; i < N; ++i) x[i] = src[lane + 32 * i];
+  double ss = 0;
+#pragma unroll
+  for (int i = 0; i < N; ++i) ss += static_cast<double>(x[i]) * x[i];
+  ss = warp_sum(ss);
+  const float scale = static_cast<float>(1.0 / sqrt(ss / kHD + a.eps));
+  __shared__ float buf[kHD];
+  float y[N];
+#pragma unroll
+  for (int i = 0; i < N; ++i) buf[lane + 32 * i] = y[i] = x[i] * scale * w[i];
+  __syncwarp();
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const int d = lane + 32 * i;
+    if (d < a.n_rot) {
+      const int j = d < half ? d : d - half;
+      const float x0 = buf[j], x1 = buf[j + half];
+      y[i] = d < half ? __fsub_rn(__fmul_rn(x0, cs[i]), __fmul_rn(x1, sn[i]))
+                      : __fadd_rn(__fmul_rn(x0, sn[i]), __fmul_rn(x1, cs[i]));
+    }
   }
   if (is_q) {
-    a.q_out[static_cast<int64_t>(b) * hd + t] = y * (1.0f / sqrtf(static_cast<float>(hd)));
+    float* dst = a.q_out + static_cast<int64_t>(job) * kHD;
+#pragma unroll
+    for (int i = 0; i < N; ++i) dst[lane + 32 * i] = y[i] * (1.0f / 16.0f);  // 1/sqrt(256)
   } else {
-    const int g = b - a.n_head;
-    static_cast<Elem*>(a.k_cache)[(g * a.max_ctx + pos) * hd + t] = Kv::from_float(y);
+    const int g = job - a.n_head;
+    Elem* dst = static_cast<Elem*>(a.k_cache) + (g * a.max_ctx + pos) * kHD;
+#pragma unroll
+    for (int i = 0; i < N; ++i) dst[lane + 32 * i] = Kv::from_float(y[i]);
   }
 }
 
@@ -331,63 +346,405 @@ __global__ void __launch_bounds__(kThreads, 2) attn_decode_kernel(AttnArgs a) {
   }
 }
 
-// ---- Merge: one CTA per (query head, 32 dims); 8 groups of partials per CTA -------------------
-constexpr int kMaxCtas = 2048;
-
-__global__ void __launch_bounds__(256) attn_merge_kernel(AttnMergeArgs a) {
-  pdl_launch_dependents();
-  pdl_wait();
-  const int h = blockIdx.x, t = threadIdx.x, lane = t & 31, grp = t >> 5;
-  const int d = blockIdx.y * 32 + lane;
-  const int g = h / kQPG, hl = h % kQPG;
-  const int n = *a.pos + 1;
-  const int n_parts = min(a.ctas, (n + a.split - 1) / a.split);
-  __shared__ float w[kMaxCtas];
-  __shared__ float red_f[32];
-  __shared__ float sums[8][33];
-  const float* ml = a.part_ml + (static_cast<int64_t>(g) * a.ctas * kQPG + hl) * 2;
-  float m = -INFINITY;
-  for (int y = t; y < n_parts; y += blockDim.x) m = fmaxf(m, ml[y * kQPG * 2]);
-  // block max
-  m = warp_max(m);
-  if (lane == 0) red_f[grp] = m;
-  __syncthreads();
-  float M = -INFINITY;
-  for (int i = 0; i < 8; ++i) M = fmaxf(M, red_f[i]);
-  float l = 0.f;
-  for (int y = t; y < n_parts; y += blockDim.x) {
-    const float wy = expf(ml[y * kQPG * 2] - M);
-    w[y] = wy;
-    l += wy * ml[y * kQPG * 2 + 1];
+// ---- Split-K decode attention on the tensor cores (bf16 / f16 caches)
+// ---------------------------- K and V are exact in the 16-bit cache type; the float32 operand of
+// each product (q for the scores, the probabilities p for the values) is split into hi + lo in that
+// type, so q·k and p·v keep ~2^-16 (bf16) or ~2^-22 (f16) relative accuracy with float32
+// accumulation.
+//
+// Every warp runs its own online softmax over tiles of 8 positions (no block barrier until the
+// CTA's end), with two mma.m16n8k16 shapes that need no data exchange between lanes:
+//  - scores: A = [q_hi of the 8 heads; q_lo of the 8 heads] (16 x 16 dims, from shared memory),
+//    B = K^T (16 dims x 8 positions) straight from global memory: lane (g, t) = (lane / 4,
+//    lane % 4) holds row g of the tile. 16 k-steps cover the 256 dims. D rows 0-7 are the hi
+//    part, rows 8-15 the lo part of the scores of head g at positions 2t, 2t + 1.
+//  - values: A = V^T (16 dims x [8 positions, the same 8 again]), B = [p_hi; p_lo] (16 x 8
+//    heads), so hi and lo are summed by the MMA itself. The scores' D fragment (head g,
+//    positions 2t, 2t + 1) is exactly the B fragment this needs, and A's columns 8-15 repeat
+//    columns 0-7, so a2 = a0 and a3 = a1. The A fragment pairs two positions of one dim: two
+//    byte permutes per register from two rows' 16-byte loads. 16 m-tiles cover the 256 dims.
+// Dims are assigned to MMA rows/columns by any bijection that makes the loads 16 bytes wide:
+//  - scores: k-step s, element e (k = 2t + e for e < 2, 2t + 8 + e - 2 otherwise) is dim
+//    32 (s / 2) + 8 t + 4 (s % 2) + e, so lane (g, t) loads K[row g][32 c + 8 t .. + 7], c < 8;
+//  - values: m-tile m = 4 c + j, row g is dim 64 c + 8 g + 2 j, row g + 8 is that dim + 1, so lane
+//    (g, t) loads V[row 2t or 2t + 1][64 c + 8 g .. + 7], c < 4.
+// Per 8 positions a warp issues 16 LDG.128 (8 KiB for the warp), 32 MMAs and 32 permutes; the
+// next tile's loads are issued before the current one is used, so each warp keeps 8-16 KiB in
+// flight without depending on occupancy.
+template <class Kv>
+struct Tc;
+template <>
+struct Tc<KvBF16> {
+  static constexpr float kQLoScale = 1.0f;  // bf16 has float32's exponent range
+  static constexpr float kPScale = 1.0f;
+  __device__ static uint32_t pack(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
   }
-  __shared__ float red_l[32];
-  l = block_sum(l, red_l);  // ends synchronised: w[] is complete
-  const float* po = a.part_o + (static_cast<int64_t>(g) * a.ctas * kQPG + hl) * kHD + d;
-  float o = 0.f;
-  for (int y = grp; y < n_parts; y += 8) o += w[y] * po[static_cast<int64_t>(y) * kQPG * kHD];
-  sums[grp][lane] = o;
-  __syncthreads();
-  if (grp == 0) {
-    float total = 0.f;
-    for (int i = 0; i < 8; ++i) total += sums[i][lane];
-    const float gate = a.qg[static_cast<int64_t>(h) * 2 * kHD + kHD + d];
-    a.out[static_cast<int64_t>(h) * kHD + d] = total / l * sigmoidf_exact(gate);
+  __device__ static float round(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+  __device__ static void mma(float (&d)[4], const uint4& a, uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
+  }
+};
+template <>
+struct Tc<KvF16> {
+  // f16 tops out at 65504 and goes subnormal below 6.1e-5: the lo part of q is scaled by 2^11
+  // (it is ~2^-11 of q) and sits in its own output rows, so the scale is undone exactly; p <= 1
+  // is scaled by 2^14 before the split (the output is scaled back at the end), which keeps p_hi
+  // and p_lo normal down to p ~ 1e-5 and their absolute error below 1e-11.
+  static constexpr float kQLoScale = 2048.0f;
+  static constexpr float kPScale = 16384.0f;
+  __device__ static uint32_t pack(float lo, float hi) {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+  __device__ static float round(float x) { return __half2float(__float2half_rn(x)); }
+  __device__ static void mma(float (&d)[4], const uint4& a, uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
+  }
+};
+
+constexpr int kTcSteps = kHD / 16;  // k-steps of the score MMA, m-tiles of the value MMA
+constexpr int kTile = 8;            // positions per warp step
+constexpr int kSlots = 16;          // 16-byte loads per lane and tile: 8 of K, 8 of V
+// Shared memory of the ring of `stages` tiles per warp plus the q fragments: 3 stages (200 KiB,
+// two tiles = 16 KiB per warp in flight while one is used) where the GPU grants it (sm_90),
+// 1 stage (72 KiB) elsewhere.
+constexpr int tc_smem(int stages) {
+  return (kThreads / 32) * stages * kSlots * 32 * 16 + kTcSteps * 32 * 16;
+}
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem),
+               "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// Copies the tile at position p into this lane's slots (slot c < 8: K[row g][32 c + 8 t ..],
+// slot 8 + 4 r + c: V[row 2t + r][64 c + 8 g ..]). Rows at or past n are zero-filled, never
+// read (they may be NaN, or beyond the cache: the address is clamped to the tile's first row).
+// Each lane reads back only what it copied itself, so no barrier is needed, only the wait.
+__device__ __forceinline__ void tc_issue(uint4* slots, const uint16_t* K, const uint16_t* V, int p,
+                                         int n, int g, int t) {
+  const int kr = p + g < n ? p + g : p;
+  const uint16_t* ks = K + static_cast<int64_t>(kr) * kHD + 8 * t;
+#pragma unroll
+  for (int c = 0; c < 8; ++c) cp_async16(&slots[c * 32], ks + 32 * c, p + g < n);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = p + 2 * t + r, vr = row < n ? row : p;
+    const uint16_t* vs = V + static_cast<int64_t>(vr) * kHD + 8 * g;
+#pragma unroll
+    for (int c = 0; c < 4; ++c) cp_async16(&slots[(8 + 4 * r + c) * 32], vs + 64 * c, row < n);
   }
 }
 
+// The running state of one warp: max and partial sum of head g (the sum over this lane's
+// positions only), and o for heads 2t, 2t + 1 in the value MMA's D layout.
+struct TcState {
+  float m = -INFINITY, l = 0.f;
+  float o[kTcSteps][4] = {};
+};
+
+template <class Kv>
+__device__ __forceinline__ void tc_step(const uint4* slots, const uint4* qf, TcState& st, int p,
+                                        int n, int lane) {
+  using T = Tc<Kv>;
+  const int t = lane & 3;
+  // Scores: two accumulators (even and odd k-steps) halve the dependent MMA chain.
+  float sa[4] = {}, sb[4] = {};
+#pragma unroll
+  for (int s = 0; s < kTcSteps; s += 2) {
+    const uint4 kk = slots[(s / 2) * 32];
+    T::mma(sa, qf[s * 32 + lane], kk.x, kk.y);
+    T::mma(sb, qf[(s + 1) * 32 + lane], kk.z, kk.w);
+  }
+  constexpr float kLoInv = 1.0f / T::kQLoScale;
+  float s0 = (sa[0] + sb[0]) + (sa[2] + sb[2]) * kLoInv;
+  float s1 = (sa[1] + sb[1]) + (sa[3] + sb[3]) * kLoInv;
+  if (p + 2 * t >= n) s0 = -INFINITY;
+  if (p + 2 * t + 1 >= n) s1 = -INFINITY;
+
+  // Online softmax of head g over this tile (position p < n, so the max is finite).
+  float mt = fmaxf(s0, s1);
+  mt = fmaxf(mt, __shfl_xor_sync(kFullMask, mt, 1));
+  mt = fmaxf(mt, __shfl_xor_sync(kFullMask, mt, 2));
+  const float m_new = fmaxf(st.m, mt);
+  const float alpha = expf(st.m - m_new);  // 0 on the first tile, 1 while the max stands
+  const float p0 = expf(s0 - m_new), p1 = expf(s1 - m_new);
+  st.l = st.l * alpha + (p0 + p1);
+  st.m = m_new;
+  if (__any_sync(kFullMask, alpha != 1.0f)) {
+    const float al0 = __shfl_sync(kFullMask, alpha, 8 * t);  // heads 2t and 2t + 1
+    const float al1 = __shfl_sync(kFullMask, alpha, 8 * t + 4);
+#pragma unroll
+    for (int m = 0; m < kTcSteps; ++m) {
+      st.o[m][0] *= al0, st.o[m][1] *= al1, st.o[m][2] *= al0, st.o[m][3] *= al1;
+    }
+  }
+
+  // p = hi + lo in the cache type (after the power-of-two scale that keeps f16 normal).
+  const float q0 = p0 * T::kPScale, q1 = p1 * T::kPScale;
+  const float h0 = T::round(q0), h1 = T::round(q1);
+  const uint32_t b_hi = T::pack(h0, h1), b_lo = T::pack(q0 - h0, q1 - h1);
+
+  // Values: m-tile 4c + j takes word j of the two rows' chunk c.
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    const uint4 r0 = slots[(8 + c) * 32], r1 = slots[(12 + c) * 32];
+    const uint32_t w0[4] = {r0.x, r0.y, r0.z, r0.w}, w1[4] = {r1.x, r1.y, r1.z, r1.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t lo = __byte_perm(w0[j], w1[j], 0x5410);  // dim 2j of both rows
+      const uint32_t hi = __byte_perm(w0[j], w1[j], 0x7632);  // dim 2j + 1
+      T::mma(st.o[4 * c + j], make_uint4(lo, hi, lo, hi), b_hi, b_lo);
+    }
+  }
+}
+
+template <class Kv, int BLK, int kStages>
+__global__ void __launch_bounds__(kThreads, 1) attn_decode_tc_kernel(AttnArgs a) {
+  using T = Tc<Kv>;
+  constexpr int kWarps = kThreads / 32, kRounds = BLK / (kWarps * kTile);
+  static_assert(BLK % (kWarps * kTile) == 0, "a split is whole rounds of 8 warps x 8 positions");
+  extern __shared__ uint4 tc_dyn[];
+  uint4* ring = tc_dyn;                                 // [warp][stage][slot][lane]
+  uint4* qf = tc_dyn + kWarps * kStages * kSlots * 32;  // A fragments, [k-step][lane]
+  float* o_s = reinterpret_cast<float*>(tc_dyn);        // the ring, reused at the end
+  __shared__ float w_m[kWarps][kQPG], w_l[kWarps][kQPG];
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+  const int kvh = blockIdx.x, y = blockIdx.y, ny = gridDim.y;
+  const int n = *a.pos + 1;  // the position is uploaded before the step: readable before the wait
+  const int n_splits = (n + BLK - 1) / BLK;
+  if (y >= n_splits) return;  // uniform per CTA
+  const uint16_t* K =
+      static_cast<const uint16_t*>(a.k_cache) + static_cast<int64_t>(kvh) * a.max_ctx * kHD;
+  const uint16_t* V =
+      static_cast<const uint16_t*>(a.v_cache) + static_cast<int64_t>(kvh) * a.max_ctx * kHD;
+  // This warp's tiles in order: splits y, y + ny, ...; in each, rounds of 8 warps x 8
+  // positions. Positions only grow, so the first tile at or past n ends the walk.
+  auto tile_pos = [&](int i) {
+    return (y + (i / kRounds) * ny) * BLK + (i % kRounds) * (kWarps * kTile) + warp * kTile;
+  };
+  uint4* my_ring = ring + warp * kStages * kSlots * 32 + lane;
+  // Keep kStages - 1 tiles in flight ahead of the one in use, one commit group per tile so that
+  // wait_group counts tiles. Rows before n - 1 are not written during a step (only row n - 1 is,
+  // by attn_prep), so the first tiles made only of such rows are requested before pdl_wait()
+  // into one extra leading group: every tile then sits in group <= its index + 1, and waiting
+  // until kStages - 1 groups are pending still finds tile i complete at step i.
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) {
+    const int p = tile_pos(i);
+    if (p + kTile < n) tc_issue(my_ring + i * kSlots * 32, K, V, p, n, g, t);
+  }
+  cp_async_commit();
+  pdl_wait();
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) {
+    const int p = tile_pos(i);
+    if (p < n && p + kTile >= n) tc_issue(my_ring + i * kSlots * 32, K, V, p, n, g, t);
+    cp_async_commit();
+  }
+
+  // q fragments: entry (s, lane) holds head g's dims 32 (s / 2) + 8 t + 4 (s % 2) + 0..3 as
+  // a0 = hi[0..1], a1 = lo[0..1], a2 = hi[2..3], a3 = lo[2..3] (rows g and g + 8).
+  const float* q = a.q + static_cast<int64_t>(kvh) * kQPG * kHD;
+  for (int i = tid; i < kTcSteps * 32; i += kThreads) {
+    const int s = i / 32, fg = (i % 32) >> 2, ft = i & 3;
+    const float4 x =
+        *reinterpret_cast<const float4*>(q + fg * kHD + 32 * (s / 2) + 8 * ft + 4 * (s % 2));
+    const float v[4] = {x.x, x.y, x.z, x.w};
+    float hi[4], lo[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      hi[e] = T::round(v[e]);
+      lo[e] = (v[e] - hi[e]) * T::kQLoScale;  // exact: a power of two
+    }
+    qf[i] = make_uint4(T::pack(hi[0], hi[1]), T::pack(lo[0], lo[1]), T::pack(hi[2], hi[3]),
+                       T::pack(lo[2], lo[3]));
+  }
+  __syncthreads();  // qf complete
+
+  TcState st;
+  for (int i = 0;; ++i) {
+    const int p = tile_pos(i);
+    if (p >= n) break;
+    const int ahead = tile_pos(i + kStages - 1);
+    if (ahead < n)
+      tc_issue(my_ring + ((i + kStages - 1) % kStages) * kSlots * 32, K, V, ahead, n, g, t);
+    cp_async_commit();
+    cp_async_wait<kStages - 1>();  // tile i has landed
+    tc_step<Kv>(my_ring + (i % kStages) * kSlots * 32, qf, st, p, n, lane);
+  }
+  cp_async_wait<0>();
+  pdl_launch_dependents();
+
+  // Fold the 8 warps into the CTA's partial, in warp order.
+  float l = st.l;
+  l += __shfl_xor_sync(kFullMask, l, 1);
+  l += __shfl_xor_sync(kFullMask, l, 2);
+  if (t == 0) w_m[warp][g] = st.m, w_l[warp][g] = l;
+  __syncthreads();  // also: every warp is done with the ring, which becomes o_s
+  float scale[2];   // heads 2t, 2t + 1
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    const int h = 2 * t + e;
+    float mh = -INFINITY;
+    for (int w = 0; w < kWarps; ++w) mh = fmaxf(mh, w_m[w][h]);
+    scale[e] = expf(w_m[warp][h] - mh);  // finite max: warp 0 has position y * BLK < n
+  }
+#pragma unroll 1
+  for (int turn = 0; turn < kWarps; ++turn) {
+    if (warp == turn) {
+#pragma unroll
+      for (int m = 0; m < kTcSteps; ++m) {
+        const int d = 64 * (m / 4) + 8 * g + 2 * (m % 4);
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float2* dst = reinterpret_cast<float2*>(&o_s[(2 * t + e) * kHD + d]);
+          const float2 add = make_float2(st.o[m][e] * scale[e], st.o[m][2 + e] * scale[e]);
+          if (turn == 0) {
+            *dst = add;
+          } else {
+            const float2 old = *dst;
+            *dst = make_float2(old.x + add.x, old.y + add.y);
+          }
+        }
+      }
+    }
+    __syncthreads();
+  }
+  const int64_t part = static_cast<int64_t>(kvh) * ny + y;
+  constexpr float kPInv = 1.0f / T::kPScale;
+  for (int j = tid; j < kQPG * kHD; j += kThreads) a.part_o[part * kQPG * kHD + j] = o_s[j] * kPInv;
+  if (tid < kQPG) {
+    float m = -INFINITY, sum = 0.f;
+    for (int w = 0; w < kWarps; ++w) m = fmaxf(m, w_m[w][tid]);
+    for (int w = 0; w < kWarps; ++w) sum += w_l[w][tid] * expf(w_m[w][tid] - m);
+    a.part_ml[(part * kQPG + tid) * 2 + 0] = m;
+    a.part_ml[(part * kQPG + tid) * 2 + 1] = sum;
+  }
+}
+
+// ---- Merge: one CTA per (query head, 32 dims) -------------------------------------------------
+// Warp w folds partials w, w + 8, ... with its own running max (16 loads in flight per lane),
+// then warp 0 folds the 8 warps in order: one round of loads from L2 and one block barrier.
+constexpr int kMaxCtas = 2048;
+
+__global__ void __launch_bounds__(256) attn_merge_kernel(AttnMergeArgs a) {
+  constexpr int kWarps = 8, kBatch = 16;
+  pdl_launch_dependents();
+  const int h = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int d = blockIdx.y * 32 + lane;
+  const int g = h / kQPG, hl = h % kQPG;
+  const int n = *a.pos + 1;  // uploaded before the step
+  const int n_parts = min(a.ctas, (n + a.split - 1) / a.split);
+  __shared__ float w_m[kWarps], w_l[kWarps], w_o[kWarps][32];
+  pdl_wait();
+  const float gate = a.qg[static_cast<int64_t>(h) * 2 * kHD + kHD + d];
+  const float2* ml = reinterpret_cast<const float2*>(a.part_ml) +
+                     static_cast<int64_t>(g) * a.ctas * kQPG + hl;  // stride kQPG per part
+  const float* po = a.part_o + (static_cast<int64_t>(g) * a.ctas * kQPG + hl) * kHD + d;
+  float m = -INFINITY, l = 0.f, o = 0.f;
+  for (int y0 = warp; y0 < n_parts; y0 += kWarps * kBatch) {
+    float2 pml[kBatch];
+    float pov[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int y = y0 + u * kWarps;
+      pml[u] = y < n_parts ? ml[static_cast<int64_t>(y) * kQPG] : make_float2(-INFINITY, 0.f);
+      pov[u] = y < n_parts ? po[static_cast<int64_t>(y) * kQPG * kHD] : 0.f;
+    }
+    float m_new = m;
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) m_new = fmaxf(m_new, pml[u].x);  // finite: part y0 exists
+    const float alpha = expf(m - m_new);
+    l *= alpha, o *= alpha;
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const float w = expf(pml[u].x - m_new);
+      l += w * pml[u].y;
+      o += w * pov[u];
+    }
+    m = m_new;
+  }
+  if (lane == 0) w_m[warp] = m, w_l[warp] = l;
+  w_o[warp][lane] = o;
+  __syncthreads();
+  if (warp == 0) {
+    float M = -INFINITY;
+    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, w_m[w]);  // finite: warp 0 has part 0
+    float L = 0.f, O = 0.f;
+    for (int w = 0; w < kWarps; ++w) {
+      const float s = expf(w_m[w] - M);
+      L += s * w_l[w];
+      O += s * w_o[w][lane];
+    }
+    a.out[static_cast<int64_t>(h) * kHD + d] = O / L * sigmoidf_exact(gate);
+  }
+}
+
+// The kernel for a cache type and split size: float32 caches take the CUDA-core kernel, 16-bit
+// caches the tensor-core one with the deepest ring the GPU's shared memory allows (beyond the
+// default 48 KiB, which the kernel must be allowed once per device).
+struct DecodeKernel {
+  void (*fn)(AttnArgs);
+  int smem;
+};
 template <class Kv, int BLK>
-void launch_decode(const AttnArgs& a, cudaStream_t stream) {
-  const dim3 grid(a.n_head_kv, a.ctas);
-  launch(attn_decode_kernel<Kv, BLK>, grid, dim3(kThreads), 0, stream, a);
+DecodeKernel decode_kernel() {
+  if constexpr (std::is_same_v<Kv, KvF32>) {
+    return {attn_decode_kernel<Kv, BLK>, 0};
+  } else {
+    static std::atomic<uint64_t> allowed{0};  // one bit per device
+    int dev = 0, optin = 0;
+    RL_CUDA(cudaGetDevice(&dev));
+    RL_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    const DecodeKernel k = optin >= tc_smem(3) + 1024
+                               ? DecodeKernel{attn_decode_tc_kernel<Kv, BLK, 3>, tc_smem(3)}
+                               : DecodeKernel{attn_decode_tc_kernel<Kv, BLK, 1>, tc_smem(1)};
+    const uint64_t bit = uint64_t{1} << (dev & 63);
+    if (!(allowed.load() & bit)) {
+      RL_CUDA(cudaFuncSetAttribute(k.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, k.smem));
+      allowed.fetch_or(bit);
+    }
+    return k;
+  }
+}
+
+template <class F>
+void with_split(int split, F&& f) {
+  if (split == 128)
+    f.template operator()<128>();
+  else
+    f.template operator()<256>();
 }
 
 }  // namespace
 
 void attn_prep(const AttnPrepArgs& a, cudaStream_t stream) {
-  if (a.head_dim > 1024 || a.head_dim % 32 != 0 || a.n_rot > a.head_dim || a.n_rot % 2 != 0)
-    fail("attention: head dim ", a.head_dim, " / rotary dims ", a.n_rot, " not supported");
+  if (a.head_dim != kHD || a.n_rot > a.head_dim || a.n_rot % 2 != 0)
+    fail("attention: head dim ", a.head_dim, " / rotary dims ", a.n_rot,
+         " not supported (head dim ", kHD, ")");
   with_kv_type(a.kv_type, [&]<class Kv>() {
-    launch(attn_prep_kernel<Kv>, dim3(a.n_head + 2 * a.n_head_kv), dim3(a.head_dim), 0, stream, a);
+    launch(attn_prep_kernel<Kv>, dim3(a.n_head + 2 * a.n_head_kv), dim3(32), 0, stream, a);
   });
 }
 
@@ -395,22 +752,20 @@ void attn_decode(const AttnArgs& a, cudaStream_t stream) {
   if (a.split != 128 && a.split != 256) fail("attention: split size ", a.split, " (128 or 256)");
   if (a.ctas < 1 || a.ctas > kMaxCtas) fail("attention: ", a.ctas, " CTAs per KV head");
   with_kv_type(a.kv_type, [&]<class Kv>() {
-    if (a.split == 128)
-      launch_decode<Kv, 128>(a, stream);
-    else
-      launch_decode<Kv, 256>(a, stream);
+    with_split(a.split, [&]<int BLK>() {
+      const DecodeKernel k = decode_kernel<Kv, BLK>();
+      launch(k.fn, dim3(a.n_head_kv, a.ctas), dim3(kThreads), k.smem, stream, a);
+    });
   });
 }
 
 int attn_ctas_per_head(KvType kv_type, int split, int n_head_kv) {
   int per_sm = 0;
   with_kv_type(kv_type, [&]<class Kv>() {
-    if (split == 128)
-      RL_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, attn_decode_kernel<Kv, 128>,
-                                                            kThreads, 0));
-    else
-      RL_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, attn_decode_kernel<Kv, 256>,
-                                                            kThreads, 0));
+    with_split(split, [&]<int BLK>() {
+      const DecodeKernel k = decode_kernel<Kv, BLK>();
+      RL_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k.fn, kThreads, k.smem));
+    });
   });
   const int ctas = std::max(1, per_sm) * current_device().sm_count / std::max(1, n_head_kv);
   return std::min(std::max(ctas, 1), kMaxCtas);

@@ -139,6 +139,103 @@ inline int lanes_for(int64_t n_gran) {
   return L;
 }
 
+// Stages in(x) into xs (stage_input's padded layout) with every load of a thread in flight at once:
+// thread t takes the runs of 8 values starting at 8 (t + k blockDim), k = 0..1 per round (one
+// round for inputs up to 4096 values). A gated group (of `group` values, group / 8 lanes, a power
+// of two up to 32) is reduced with shuffles within its lanes; the RMSNorm's sum with one block
+// sum. Same arithmetic as stage_input. Returns false (having done nothing) for shapes it does not
+// cover. Ends synchronised.
+template <int GV>
+__device__ bool stage_input_wide(GemvIn mode, const float* x, int n, const float* norm,
+                                 const float* gate, int group, float eps, float* xs) {
+  const int gl = group / 8;
+  if (n % 8 != 0 ||
+      (mode == GemvIn::GatedRmsNorm && (group % 8 != 0 || gl > 32 || (gl & (gl - 1)) != 0)))
+    return false;
+  __shared__ double red[32];
+  constexpr int kRuns = 2;
+  double ss = 0;
+  float4 v[kRuns][2], w[kRuns][2], g[kRuns][2];
+  for (int base = 0; base < n; base += kRuns * 8 * blockDim.x) {
+#pragma unroll
+    for (int k = 0; k < kRuns; ++k) {
+      const int i = base + 8 * (threadIdx.x + k * blockDim.x);
+      if (i >= n) continue;
+      v[k][0] = *reinterpret_cast<const float4*>(x + i);
+      v[k][1] = *reinterpret_cast<const float4*>(x + i + 4);
+      if (mode != GemvIn::Plain) {
+        const int j = mode == GemvIn::GatedRmsNorm ? i % group : i;
+        w[k][0] = *reinterpret_cast<const float4*>(norm + j);
+        w[k][1] = *reinterpret_cast<const float4*>(norm + j + 4);
+      }
+      if (mode == GemvIn::GatedRmsNorm) {
+        g[k][0] = *reinterpret_cast<const float4*>(gate + i);
+        g[k][1] = *reinterpret_cast<const float4*>(gate + i + 4);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kRuns; ++k) {
+      const int i = base + 8 * (threadIdx.x + k * blockDim.x);
+      const bool mine = i < n;
+      float a[8] = {v[k][0].x, v[k][0].y, v[k][0].z, v[k][0].w,
+                    v[k][1].x, v[k][1].y, v[k][1].z, v[k][1].w};
+      if (mode == GemvIn::GatedRmsNorm) {
+        // The lanes of a group are consecutive and all present or all absent (n and the group
+        // are multiples of 8 values per lane), so the shuffles stay within present lanes.
+        double gs = 0;
+        if (mine)
+#pragma unroll
+          for (int j = 0; j < 8; ++j) gs += static_cast<double>(a[j]) * a[j];
+        const unsigned lanes = __ballot_sync(__activemask(), mine);
+        if (mine) {
+          for (int o = 1; o < gl; o <<= 1) gs += __shfl_xor_sync(lanes, gs, o);
+          const float scale = static_cast<float>(1.0 / sqrt(gs / group + eps));
+          const float nw[8] = {w[k][0].x, w[k][0].y, w[k][0].z, w[k][0].w,
+                               w[k][1].x, w[k][1].y, w[k][1].z, w[k][1].w};
+          const float gv[8] = {g[k][0].x, g[k][0].y, g[k][0].z, g[k][0].w,
+                               g[k][1].x, g[k][1].y, g[k][1].z, g[k][1].w};
+#pragma unroll
+          for (int j = 0; j < 8; ++j) a[j] = a[j] * scale * nw[j] * siluf(gv[j]);
+        }
+      } else if (mode == GemvIn::RmsNorm && mine) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) ss += static_cast<double>(a[j]) * a[j];
+      }
+      if (mine) {
+        float* o = xs + padded<GV>(i);
+        *reinterpret_cast<float4*>(o) = make_float4(a[0], a[1], a[2], a[3]);
+        *reinterpret_cast<float4*>(o + 4) = make_float4(a[4], a[5], a[6], a[7]);
+      }
+    }
+  }
+  if (mode == GemvIn::RmsNorm) {
+    ss = block_sum(ss, red);
+    const float scale = static_cast<float>(1.0 / sqrt(ss / n + eps));
+    // Each thread rescales the runs it wrote; with one round the norm weights, loaded with x,
+    // are still in registers.
+    if (n <= kRuns * 8 * static_cast<int>(blockDim.x)) {
+#pragma unroll
+      for (int k = 0; k < kRuns; ++k) {
+        const int i = 8 * (threadIdx.x + k * blockDim.x);
+        if (i >= n) continue;
+        float* o = xs + padded<GV>(i);
+        const float nw[8] = {w[k][0].x, w[k][0].y, w[k][0].z, w[k][0].w,
+                             w[k][1].x, w[k][1].y, w[k][1].z, w[k][1].w};
+#pragma unroll
+        for (int j = 0; j < 8; ++j) o[j] = o[j] * scale * nw[j];
+      }
+    } else {
+      for (int i = 8 * threadIdx.x; i < n; i += 8 * blockDim.x) {
+        float* o = xs + padded<GV>(i);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) o[j] = o[j] * scale * norm[i + j];
+      }
+    }
+  }
+  __syncthreads();
+  return true;
+}
+
 // Stages in(x) (n values) into shared memory in the padded layout; ends synchronised.
 // The input comes from L2 (written by the previous kernel): each thread issues kStageBatch
 // independent loads before using any, so staging costs about one L2 round trip per
@@ -147,6 +244,7 @@ constexpr int kStageBatch = 8;
 template <int GV>
 __device__ void stage_input(GemvIn mode, const float* x, int n, const float* norm,
                             const float* gate, int group, float eps, float* xs) {
+  if (stage_input_wide<GV>(mode, x, n, norm, gate, group, eps, xs)) return;
   __shared__ double red[32];
   const int step = kStageBatch * blockDim.x;
   if (mode == GemvIn::Plain) {
