@@ -58,6 +58,9 @@ CudaSession::CudaSession(const DeviceModel& model, const engine::SessionOptions&
   check_memory();
   buffers_ = std::make_unique<SessionBuffers>(model, max_ctx_, kv_type_);
   RL_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  RL_CUDA(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
+  RL_CUDA(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
+  RL_CUDA(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
   host_step_ = PinnedBuffer(2 * sizeof(int32_t));
   host_logits_ = PinnedBuffer(static_cast<size_t>(c.n_vocab) * sizeof(float));
   device_tables();  // uploads the lookup tables now, outside any graph capture
@@ -65,6 +68,9 @@ CudaSession::CudaSession(const DeviceModel& model, const engine::SessionOptions&
 
 CudaSession::~CudaSession() {
   for (auto& [split, exec] : graphs_) cudaGraphExecDestroy(exec);
+  if (fork_) cudaEventDestroy(fork_);
+  if (join_) cudaEventDestroy(join_);
+  if (side_stream_) cudaStreamDestroy(side_stream_);
   if (stream_) cudaStreamDestroy(stream_);
 }
 
@@ -135,7 +141,8 @@ void CudaSession::enqueue_step(int split, StepObserver* observer) {
   StepOptions opt;
   opt.split = split;
   opt.position_hint = position_;
-  enqueue_decode_step(model_, s, opt, stream_, observer);
+  const StepStreams streams{stream_, side_stream_enabled() ? side_stream_ : nullptr, fork_, join_};
+  enqueue_decode_step(model_, s, opt, streams, observer);
   RL_CUDA(cudaMemcpyAsync(host_logits_.data(), s.logits,
                           static_cast<size_t>(model_.config.n_vocab) * sizeof(float),
                           cudaMemcpyDeviceToHost, stream_));

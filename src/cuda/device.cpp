@@ -69,6 +69,14 @@ bool prefetch_enabled() {
   return on;
 }
 
+bool side_stream_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("RL_CUDA_SIDE");
+    return !(v && std::string(v) == "0");
+  }();
+  return on;
+}
+
 bool gpu_available() {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {

@@ -26,5 +26,7 @@ bool pdl_enabled();
 // Whether GEMV blocks prefetch their weight rows into L2 before waiting for the previous kernel
 // (on unless RL_CUDA_PREFETCH=0; measured +1.3 % decode speed at 4K positions).
 bool prefetch_enabled();
+// Concurrent launches on a second stream (StepStreams); off with RL_CUDA_SIDE=0.
+bool side_stream_enabled();
 
 }  // namespace rl::cuda

@@ -4,8 +4,11 @@
 // Launches per layer: DeltaNet 3-4 (input projections by weight type, the step, the output
 // projection with the gated norm fused in), attention 5-6 (projections, norm/RoPE/append,
 // split-K attention, merge with the gate, output projection), MoE 5 (router logits, top-k with
-// the experts' gate/up, shared gate/up, experts' down, shared down). Residual adds are fused into
-// the output and down projections; RMSNorms into the GEMVs that read them.
+// the experts' gate/up, shared gate/up, shared down, experts' down). Residual adds are fused into
+// the output and down projections; RMSNorms into the GEMVs that read them. Launches that do not
+// depend on each other run concurrently on a second stream (a parallel branch of the graph):
+// the shared expert beside the routed top-k and gate/up, and a projection's second weight type
+// beside its first.
 #include "cuda/forward.h"
 
 #include <cstdlib>
@@ -31,10 +34,32 @@ struct Note {
   }
 };
 
-// y[run offsets] = W · in(x) for every run of a projection.
+// Independent launches beside the main stream (StepStreams): fork() lets the side stream start
+// after what main has enqueued so far, join() makes main wait for what the side has enqueued.
+// Without a side stream both do nothing and stream() is main.
+struct Side {
+  const StepStreams& s;
+  cudaStream_t stream() const { return s.side ? s.side : s.main; }
+  void fork() const {
+    if (!s.side) return;
+    RL_CUDA(cudaEventRecord(s.fork, s.main));
+    RL_CUDA(cudaStreamWaitEvent(s.side, s.fork, 0));
+  }
+  void join() const {
+    if (!s.side) return;
+    RL_CUDA(cudaEventRecord(s.join, s.side));
+    RL_CUDA(cudaStreamWaitEvent(s.main, s.join, 0));
+  }
+};
+
+// y[run offsets] = W · in(x) for every run of a projection; runs after the first (other weight
+// types, e.g. DeltaNet's Q8_0 b|a beside its Q4_K qkv|z) on the side stream.
 void project(const Projection& p, GemvIn in, const float* x, const float* norm, float eps, float* y,
-             cudaStream_t stream, const Note& note, const char* what) {
-  for (const auto& run : p.runs) {
+             cudaStream_t stream, const Side& side, const Note& note, const char* what) {
+  const bool split = p.runs.size() > 1;
+  if (split) side.fork();
+  for (size_t i = 0; i < p.runs.size(); ++i) {
+    const auto& run = p.runs[i];
     GemvArgs a;
     a.w = run.m;
     a.in = in;
@@ -42,17 +67,18 @@ void project(const Projection& p, GemvIn in, const float* x, const float* norm, 
     a.norm = norm;
     a.eps = eps;
     a.y = y + run.out_offset;
-    gemv(a, stream);
+    gemv(a, i == 0 ? stream : side.stream());
     note(what, matrix_bytes(run.m));
   }
+  if (split) side.join();
 }
 
 void attention_block(const DeviceModel& m, const LayerGpu& L, SessionBuffers& s,
                      const SessionBuffers::AttentionState& kv, const StepOptions& opt,
-                     cudaStream_t stream, const Note& note) {
+                     cudaStream_t stream, const Side& side, const Note& note) {
   const auto& c = m.config;
   const int32_t* pos = s.step + 1;
-  project(L.attn.qkv, GemvIn::RmsNorm, s.x, L.attn_norm, c.rms_eps, s.proj, stream, note,
+  project(L.attn.qkv, GemvIn::RmsNorm, s.x, L.attn_norm, c.rms_eps, s.proj, stream, side, note,
           "attention q|k|v projection");
   const float* qg = s.proj;
   const float* k = qg + 2 * c.q_dim();
@@ -91,11 +117,11 @@ void attention_block(const DeviceModel& m, const LayerGpu& L, SessionBuffers& s,
 }
 
 void deltanet_block(const DeviceModel& m, const LayerGpu& L, SessionBuffers& s,
-                    const SessionBuffers::DeltaNetState& st, cudaStream_t stream,
+                    const SessionBuffers::DeltaNetState& st, cudaStream_t stream, const Side& side,
                     const Note& note) {
   const auto& c = m.config;
   const auto& w = L.deltanet;
-  project(w.in, GemvIn::RmsNorm, s.x, L.attn_norm, c.rms_eps, s.proj, stream, note,
+  project(w.in, GemvIn::RmsNorm, s.x, L.attn_norm, c.rms_eps, s.proj, stream, side, note,
           "deltanet qkv|z|b|a projection");
   const float* qkv = s.proj;
   const float* z = qkv + c.ssm_conv_channels();
@@ -119,13 +145,29 @@ void deltanet_block(const DeviceModel& m, const LayerGpu& L, SessionBuffers& s,
   note("deltanet gated norm + output projection (+residual)", matrix_bytes(w.out));
 }
 
+// The shared expert runs on the side stream beside the router top-k and the routed experts'
+// gate/up: it needs only the router's logits (its sigmoid gate is the last of them) and writes
+// its own output, which the experts' down adds into the residual with theirs.
 void moe_block(const DeviceModel& m, const LayerGpu& L, SessionBuffers& s, cudaStream_t stream,
-               const Note& note) {
+               const Side& side, const Note& note) {
   const auto& c = m.config;
   const auto& w = L.moe;
   const int k = c.n_expert_used;
-  project(w.router, GemvIn::RmsNorm, s.x, L.post_norm, c.rms_eps, s.router, stream, note,
+  project(w.router, GemvIn::RmsNorm, s.x, L.post_norm, c.rms_eps, s.router, stream, side, note,
           "router + shared gate logits");
+
+  side.fork();
+  GateUpArgs sh;
+  sh.gate = w.sh_gate, sh.up = w.sh_up, sh.n_slots = 1;
+  sh.scale_logit = s.router + c.n_expert;
+  sh.x = s.x, sh.norm = L.post_norm, sh.eps = c.rms_eps, sh.act = s.sh_act;
+  moe_gate_up(sh, side.stream());
+  note("shared expert gate/up + SwiGLU", matrix_bytes(w.sh_gate) + matrix_bytes(w.sh_up));
+  DownArgs sd;
+  sd.down = w.sh_down, sd.n_slots = 1, sd.act = s.sh_act, sd.store = true, sd.y = s.sh_out;
+  moe_down(sd, side.stream());
+  note("shared expert down", matrix_bytes(w.sh_down));
+
   RouteArgs route;
   route.logits = s.router, route.n_expert = c.n_expert;
   route.ids = s.expert_ids, route.weights = s.expert_weights;
@@ -134,23 +176,13 @@ void moe_block(const DeviceModel& m, const LayerGpu& L, SessionBuffers& s, cudaS
   gu.n_slots = k, gu.x = s.x, gu.norm = L.post_norm, gu.eps = c.rms_eps, gu.act = s.act;
   moe_gate_up(gu, stream);
   note("router top-k + experts gate/up + SwiGLU", k * (matrix_bytes(w.gate) + matrix_bytes(w.up)));
-
-  GateUpArgs sh = gu;
-  sh.gate = w.sh_gate, sh.up = w.sh_up, sh.route = nullptr, sh.ids = nullptr;
-  sh.scales = s.expert_weights + k;  // sigmoid of the shared gate, from the routed kernel
-  sh.n_slots = 1, sh.act = s.sh_act;
-  moe_gate_up(sh, stream);
-  note("shared expert gate/up + SwiGLU", matrix_bytes(w.sh_gate) + matrix_bytes(w.sh_up));
+  side.join();
 
   DownArgs dn;
-  dn.down = w.down, dn.ids = s.expert_ids, dn.n_slots = k, dn.act = s.act, dn.y = s.x;
+  dn.down = w.down, dn.ids = s.expert_ids, dn.n_slots = k, dn.act = s.act;
+  dn.extra = s.sh_out, dn.y = s.x;
   moe_down(dn, stream);
-  note("experts down (+residual)", k * matrix_bytes(w.down));
-
-  DownArgs sd;
-  sd.down = w.sh_down, sd.n_slots = 1, sd.act = s.sh_act, sd.y = s.x;
-  moe_down(sd, stream);
-  note("shared expert down (+residual)", matrix_bytes(w.sh_down));
+  note("experts down + shared output (+residual)", k * matrix_bytes(w.down));
 }
 
 // Sizes (in bytes) of the pieces of a session's storage, in allocation order.
@@ -198,6 +230,7 @@ uint64_t SessionBuffers::bytes_needed(const model::Config& c, int64_t max_ctx, K
   p.take((c.n_expert_used + 1) * 4);
   p.take(c.n_expert_used * c.expert_ff * 4);
   p.take(c.shexp_ff * 4);
+  p.take(c.n_embd * 4);
   p.take(static_cast<uint64_t>(c.n_head_kv) * ctas * kAttnGroup * kAttnHeadDim * 4);
   p.take(static_cast<uint64_t>(c.n_head_kv) * ctas * kAttnGroup * 2 * 4);
   p.take(c.n_vocab * 4);
@@ -241,6 +274,7 @@ SessionBuffers::SessionBuffers(const DeviceModel& model, int64_t max_ctx_, KvTyp
   expert_weights = reinterpret_cast<float*>(at((c.n_expert_used + 1) * 4));
   act = reinterpret_cast<float*>(at(c.n_expert_used * c.expert_ff * 4));
   sh_act = reinterpret_cast<float*>(at(c.shexp_ff * 4));
+  sh_out = reinterpret_cast<float*>(at(c.n_embd * 4));
   part_o = reinterpret_cast<float*>(
       at(static_cast<uint64_t>(c.n_head_kv) * attn_ctas * kAttnGroup * kAttnHeadDim * 4));
   part_ml = reinterpret_cast<float*>(
@@ -263,19 +297,23 @@ int attention_split_for(int64_t position) {
 }
 
 void enqueue_decode_step(const DeviceModel& m, SessionBuffers& s, const StepOptions& options,
-                         cudaStream_t stream, StepObserver* observer) {
+                         const StepStreams& streams, StepObserver* observer) {
   const auto& c = m.config;
+  cudaStream_t stream = streams.main;
   const Note note{observer, stream};
+  StepStreams in_order = streams;
+  if (observer) in_order.side = nullptr;  // timed launch by launch
+  const Side side{in_order};
   embed(m.token_embd, s.step, s.x, stream);
   note("embedding row", matrix_bytes(m.token_embd) / std::max<int64_t>(1, c.n_vocab));
 
   int attention_index = 0, deltanet_index = 0;
   for (const LayerGpu& L : m.layers) {
     if (L.attention)
-      attention_block(m, L, s, s.attention[attention_index++], options, stream, note);
+      attention_block(m, L, s, s.attention[attention_index++], options, stream, side, note);
     else
-      deltanet_block(m, L, s, s.deltanet[deltanet_index++], stream, note);
-    moe_block(m, L, s, stream, note);
+      deltanet_block(m, L, s, s.deltanet[deltanet_index++], stream, side, note);
+    moe_block(m, L, s, stream, side, note);
   }
 
   GemvArgs head;

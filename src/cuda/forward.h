@@ -45,6 +45,7 @@ struct SessionBuffers {
   float* expert_weights = nullptr;
   float* act = nullptr;     // [n_expert_used][expert_ff]
   float* sh_act = nullptr;  // [shexp_ff]
+  float* sh_out = nullptr;  // [d]: the shared expert's output, added by the experts' down
   float* part_o = nullptr;
   float* part_ml = nullptr;
   float* logits = nullptr;  // [n_vocab]
@@ -62,15 +63,26 @@ class StepObserver {
   virtual void launched(const char* what, uint64_t bytes, cudaStream_t stream) = 0;
 };
 
+// The streams a step is enqueued on. Launches that do not depend on each other (the runs of a
+// projection of one input with different weight types; the shared expert beside the routed
+// ones) go to `side` between a fork and a join on `main`, so they run concurrently, also inside
+// the CUDA graph (as parallel branches). With side null everything runs in order on main.
+struct StepStreams {
+  cudaStream_t main = nullptr;
+  cudaStream_t side = nullptr;
+  cudaEvent_t fork = nullptr, join = nullptr;
+};
+
 struct StepOptions {
   int split = 128;            // attention positions per split
   int64_t position_hint = 0;  // for byte counts only
 };
 
 // Enqueues one token's forward pass: reads [token, position] from buffers.step, writes logits.
-// Everything is asynchronous and capturable into a CUDA graph.
+// Everything is asynchronous and capturable into a CUDA graph. With an observer, every launch
+// goes to streams.main (so that it can be timed on its own).
 void enqueue_decode_step(const DeviceModel& m, SessionBuffers& s, const StepOptions& options,
-                         cudaStream_t stream, StepObserver* observer = nullptr);
+                         const StepStreams& streams, StepObserver* observer = nullptr);
 
 // The split size for a step at `position`: 128 below 12288 positions, 256 from there, or
 // RL_ENGINE_ATTN_BLK when set (128 or 256).

@@ -110,19 +110,19 @@ void launch_shape(const GemvArgs& a, int L, cudaStream_t stream) {
          (a.w.rows * W + 8 * R - 1) / (8 * R) < 2 * sms)
     W *= 2;
   const int rows_per_pass = (8 / W) * (32 / L) * R;
-  // About eight blocks per SM (as many as fit at once), each covering whole passes of its 8
-  // warps; tall matrices (the output head) give each block several passes, so the input is
-  // staged fewer times.
-  const int64_t target_blocks = 8 * sms;
+  const size_t smem = padded_size<F::kGranuleValues>(a.w.cols) * sizeof(float);
+  if (smem > 48 * 1024)
+    RL_CUDA(cudaFuncSetAttribute(gemv_kernel<T, R, U>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(smem)));
+  // As many blocks as are resident at once, each covering whole passes of its 8 warps: tall
+  // matrices give each block several passes (its rows prefetched into L2 at the start), so the
+  // input is staged once per block and there is no second wave.
+  const int64_t target_blocks = resident_blocks(gemv_kernel<T, R, U>, smem);
   int64_t passes = (a.w.rows + rows_per_pass * target_blocks - 1) / (rows_per_pass * target_blocks);
   passes = passes < 1 ? 1 : (passes > 64 ? 64 : passes);
   GemvParams p{
       a, device_tables(), L, W, static_cast<int>(rows_per_pass * passes), prefetch_enabled()};
   const int64_t blocks = (a.w.rows + p.rows_per_block - 1) / p.rows_per_block;
-  const size_t smem = padded_size<F::kGranuleValues>(a.w.cols) * sizeof(float);
-  if (smem > 48 * 1024)
-    RL_CUDA(cudaFuncSetAttribute(gemv_kernel<T, R, U>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(smem)));
   launch(gemv_kernel<T, R, U>, dim3(static_cast<unsigned>(blocks)), dim3(kGemvThreads), smem,
          stream, p);
 }

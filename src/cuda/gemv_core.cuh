@@ -15,6 +15,8 @@
 // The scales of a granule are applied per value (decode then multiply) rather than factored out:
 // that keeps one exact decoder per format, shared with the bit-exactness self-test.
 #pragma once
+#include "cuda/check.h"
+#include "cuda/device.h"
 #include "cuda/device_utils.cuh"
 #include "cuda/formats.cuh"
 #include "cuda/kernels.h"
@@ -124,6 +126,16 @@ __device__ __forceinline__ void prefetch_weight_rows(const Matrix& m, int64_t fi
   const int64_t body_row = body_row_bytes<T>(m.cols), tail_row = tail_row_bytes<T>(m.cols);
   prefetch_l2(m.body + (m.row_offset + first) * body_row, (end - first) * body_row);
   if (tail_row) prefetch_l2(m.tail + (m.row_offset + first) * tail_row, (end - first) * tail_row);
+}
+
+// Blocks of `kernel` (kGemvThreads threads, smem bytes of dynamic shared memory) resident at once
+// on the whole GPU. A grid of more blocks runs in waves, and every wave pays the input staging
+// and the first round trip for weights again.
+template <class Kernel>
+int64_t resident_blocks(Kernel kernel, size_t smem) {
+  int per_sm = 0;
+  RL_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kGemvThreads, smem));
+  return static_cast<int64_t>(per_sm < 1 ? 1 : per_sm) * current_device().sm_count;
 }
 
 // Sum over the L lanes of a row group (L a power of two; groups are aligned lane ranges).

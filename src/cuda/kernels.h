@@ -77,9 +77,10 @@ struct RouteArgs {
 };
 struct GateUpArgs {
   Matrix gate, up;
-  const int32_t* ids = nullptr;      // null: expert 0 in every slot (a plain matrix)
-  const float* scales = nullptr;     // null: 1
-  const RouteArgs* route = nullptr;  // pick the experts in the kernel (ids, scales unused)
+  const int32_t* ids = nullptr;        // null: expert 0 in every slot (a plain matrix)
+  const float* scales = nullptr;       // null: 1 (or the gate below)
+  const float* scale_logit = nullptr;  // without scales: every slot's scale is sigmoid(*this)
+  const RouteArgs* route = nullptr;    // pick the experts in the kernel (ids, scales unused)
   int n_slots = 1;
   const float* x = nullptr;
   const float* norm = nullptr;
@@ -88,12 +89,15 @@ struct GateUpArgs {
 };
 void moe_gate_up(const GateUpArgs& args, cudaStream_t stream);
 
-// y[r] += sum over slots s of down_e · act[s] with e = ids[s], for r < down.rows.
+// y[r] += sum over slots s of down_e · act[s] with e = ids[s] (+ extra[r]), for r < down.rows;
+// with store, y[r] = that sum instead.
 struct DownArgs {
   Matrix down;
   const int32_t* ids = nullptr;  // null: expert 0
   int n_slots = 1;
-  const float* act = nullptr;  // [n_slots][down.cols]
+  const float* act = nullptr;    // [n_slots][down.cols]
+  const float* extra = nullptr;  // [down.rows], optional
+  bool store = false;
   float* y = nullptr;
 };
 void moe_down(const DownArgs& args, cudaStream_t stream);

@@ -113,7 +113,9 @@ __global__ void __launch_bounds__(kGemvThreads) gate_up_kernel(GateUpParams p) {
       warp_topk(p.route.logits, p.route.n_expert, a.n_slots, shared, p.route.ids, p.route.weights);
   } else if (threadIdx.x < a.n_slots) {
     slot_ids[threadIdx.x] = a.ids ? a.ids[threadIdx.x] : 0;
-    slot_w[threadIdx.x] = a.scales ? a.scales[threadIdx.x] : 1.0f;
+    slot_w[threadIdx.x] = a.scales        ? a.scales[threadIdx.x]
+                          : a.scale_logit ? sigmoidf_exact(*a.scale_logit)
+                                          : 1.0f;
   }
   stage_input<F::kGranuleValues>(GemvIn::RmsNorm, a.x, static_cast<int>(a.gate.cols), a.norm,
                                  nullptr, 0, a.eps, xs);  // ends synchronised
@@ -193,14 +195,23 @@ __global__ void __launch_bounds__(kGemvThreads) down_kernel(DownParams p) {
           });
     }
     acc = group_sum(acc, L);
-    if (sub == 0 && r < end) a.y[r] += acc;
+    if (sub == 0 && r < end) {
+      if (a.extra) acc += a.extra[r];
+      if (a.store)
+        a.y[r] = acc;
+      else
+        a.y[r] += acc;
+    }
   }
 }
 
-int rows_per_block_for(int64_t rows, int L, int64_t other_blocks, int R = 1) {
+// Rows per block so that the grid (times other_blocks) is at most target_blocks, the blocks
+// resident at once (resident_blocks): one wave.
+int rows_per_block_for(int64_t rows, int L, int64_t other_blocks, int64_t target_blocks,
+                       int R = 1) {
   const int rows_per_pass = 8 * (32 / L) * R;
-  const int64_t target_blocks = 8LL * current_device().sm_count;
-  int64_t passes = rows * other_blocks / (rows_per_pass * target_blocks);
+  const int64_t per_pass = rows_per_pass * target_blocks;
+  int64_t passes = (rows * other_blocks + per_pass - 1) / per_pass;  // one wave
   passes = passes < 1 ? 1 : (passes > 16 ? 16 : passes);
   return static_cast<int>(rows_per_pass * passes);
 }
@@ -237,19 +248,20 @@ void moe_gate_up(const GateUpArgs& a, cudaStream_t stream) {
     const int64_t n_gran = a.gate.cols / F::kGranuleValues;
     const int L = lanes_for(n_gran);
     auto go = [&]<int R, int U>() {
+      const size_t smem = padded_size<F::kGranuleValues>(a.gate.cols) * sizeof(float);
+      allow_smem(gate_up_kernel<T, R, U>, smem);
+      const int64_t resident = resident_blocks(gate_up_kernel<T, R, U>, smem);
       GateUpParams p{a,
                      a.route ? *a.route : RouteArgs{},
                      a.route != nullptr,
                      device_tables(),
                      L,
-                     rows_per_block_for(a.gate.rows, L, a.n_slots, R),
+                     rows_per_block_for(a.gate.rows, L, a.n_slots, resident, R),
                      prefetch_enabled()};
       p.a.route = nullptr;
       const dim3 grid(
           static_cast<unsigned>((a.gate.rows + p.rows_per_block - 1) / p.rows_per_block),
           static_cast<unsigned>(a.n_slots));
-      const size_t smem = padded_size<F::kGranuleValues>(a.gate.cols) * sizeof(float);
-      allow_smem(gate_up_kernel<T, R, U>, smem);
       launch(gate_up_kernel<T, R, U>, grid, dim3(kGemvThreads), smem, stream, p);
     };
     if constexpr (F::kGranuleValues <= 64) {
@@ -265,11 +277,13 @@ void moe_down(const DownArgs& a, cudaStream_t stream) {
   const bool ok = fmt::dispatch(a.down.type, [&]<TensorType T>() {
     using F = fmt::Format<T>;
     const int L = lanes_for(a.down.cols / F::kGranuleValues * a.n_slots);
-    DownParams p{a, device_tables(), L, rows_per_block_for(a.down.rows, L, 1), prefetch_enabled()};
-    const unsigned blocks =
-        static_cast<unsigned>((a.down.rows + p.rows_per_block - 1) / p.rows_per_block);
     const size_t smem = padded_size<F::kGranuleValues>(a.down.cols * a.n_slots) * sizeof(float);
     allow_smem(down_kernel<T>, smem);
+    DownParams p{a, device_tables(), L,
+                 rows_per_block_for(a.down.rows, L, 1, resident_blocks(down_kernel<T>, smem)),
+                 prefetch_enabled()};
+    const unsigned blocks =
+        static_cast<unsigned>((a.down.rows + p.rows_per_block - 1) / p.rows_per_block);
     launch(down_kernel<T>, dim3(blocks), dim3(kGemvThreads), smem, stream, p);
   });
   if (!ok) fail("MoE down: the CUDA kernels do not decode ", gguf::type_name(a.down.type));

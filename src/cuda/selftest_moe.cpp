@@ -77,12 +77,16 @@ double dot(const float* w, const std::vector<double>& h) {
 }
 
 // Expert set `ids` either given to the kernel or, with `routed`, chosen by it from logits
-// forced to pick exactly those experts (and their softmax weights become the scales).
+// forced to pick exactly those experts (and their softmax weights become the scales). `shared`:
+// the shared expert's launches, one plain matrix (ids {0}, no id array) scaled by the sigmoid of
+// the last logit, and its down projection stored (y = extra + W·act) rather than added.
 void experts_case(Reporter& r, TensorType t, const std::vector<int32_t>& ids, bool fused, int E,
-                  int64_t d, int64_t ff, uint64_t seed, bool routed = false) {
+                  int64_t d, int64_t ff, uint64_t seed, bool routed = false, bool shared = false) {
   const std::string tag = str(gguf::type_name(t), " E=", E, " k=", ids.size(), " ff=", ff, " d=", d,
-                              fused ? " fused gate_up" : "", routed ? " routed in-kernel" : "");
-  const std::string n1 = "moe gate/up+swiglu " + tag, n2 = "moe down (weighted, +=) " + tag;
+                              fused ? " fused gate_up" : "", routed ? " routed in-kernel" : "",
+                              shared ? " shared (gate logit, stored + extra)" : "");
+  const std::string n1 = "moe gate/up+swiglu " + tag,
+                    n2 = str("moe down (weighted, ", shared ? "=" : "+=", ") ") + tag;
   if (!r.wanted(n1) && !r.wanted(n2)) return;
   Rng rng(seed);
   const int k = static_cast<int>(ids.size());
@@ -108,7 +112,11 @@ void experts_case(Reporter& r, TensorType t, const std::vector<int32_t>& ids, bo
     reference_route(std::vector<float>(logits.begin(), logits.begin() + E), k, ref_ids, ref_w);
     for (int i = 0; i < k; ++i) scales[i] = static_cast<float>(ref_w[i]);
   }
-  Dev<float> dx(x), dnorm(norm), dscales(scales), act(k * ff), dy(y0), dlogits(logits);
+  if (shared) scales[0] = static_cast<float>(sigmoid(logits[E]));
+  const auto extra = rng.normal(d);
+  Dev<float> dx(x), dnorm(norm), dscales(scales), act(k * ff), dy(y0), dlogits(logits),
+      dextra(extra);
+  if (shared) fill_nan(dy.get(), dy.n, nullptr);
   Dev<int32_t> dids(ids), out_ids(k + 1);
   Dev<float> out_w(k + 1);
   fill_nan(act.get(), act.n, nullptr);
@@ -119,6 +127,8 @@ void experts_case(Reporter& r, TensorType t, const std::vector<int32_t>& ids, bo
   a.gate = g, a.up = u, a.n_slots = k;
   if (routed)
     a.route = &ra;
+  else if (shared)
+    a.scale_logit = dlogits.get() + E;
   else
     a.ids = dids.get(), a.scales = dscales.get();
   a.x = dx.get(), a.norm = dnorm.get(), a.eps = 1e-6f, a.act = act.get();
@@ -147,16 +157,18 @@ void experts_case(Reporter& r, TensorType t, const std::vector<int32_t>& ids, bo
                               : up_sep.tm.values.data() + (ids[s] * ff + i) * d;
       ref_act[s * ff + i] = scales[s] * silu(dot(gr, h)) * dot(ur, h);
     }
+  // The scale from the gate logit is computed as in the routed kernel: to float precision.
   r.check(n1, worst_relative(got_act, ref_act), 1e-4);
 
   // Down from the GPU's activations, so this case measures the down kernel alone.
   DownArgs dn;
   dn.down = down.tm.m, dn.ids = dids.get(), dn.n_slots = k, dn.act = act.get(), dn.y = dy.get();
+  if (shared) dn.ids = nullptr, dn.store = true, dn.extra = dextra.get();
   moe_down(dn, nullptr);
   const auto got_y = dy.download();
   std::vector<double> ref_y(d);
   for (int64_t i = 0; i < d; ++i) {
-    double acc = y0[i];
+    double acc = shared ? extra[i] : y0[i];
     for (int s = 0; s < k; ++s) {
       const float* w = down.row(ids[s], i);
       for (int64_t c = 0; c < ff; ++c) acc += double(w[c]) * got_act[s * ff + c];
@@ -192,6 +204,7 @@ void test_moe(Reporter& r, uint64_t seed) {
   experts_case(r, TensorType::IQ2_XXS, ids10, true, 32, 2048, 512, seed + 20);
   experts_case(r, TensorType::IQ2_XXS, ids10, false, 32, 2048, 512, seed + 25, true);
   experts_case(r, TensorType::F32, {5, 11, 0, 2}, false, 16, 32, 32, seed + 27, true);
+  experts_case(r, TensorType::Q4_K, {0}, false, 1, 2048, 512, seed + 28, false, true);
   if (!r.options().quick) {
     experts_case(r, TensorType::IQ3_XXS, {5, 2}, false, 8, 256, 256, seed + 30);
     experts_case(r, TensorType::Q4_K, {3, 0, 2, 1}, false, 4, 2048, 512, seed + 40);

@@ -51,6 +51,8 @@ class CudaSession final : public engine::Session {
   engine::KvType kv_type_ = engine::KvType::F32;
   std::unique_ptr<SessionBuffers> buffers_;
   cudaStream_t stream_ = nullptr;
+  cudaStream_t side_stream_ = nullptr;  // the step's concurrent launches (StepStreams)
+  cudaEvent_t fork_ = nullptr, join_ = nullptr;
   PinnedBuffer host_step_;                 // [token, position] read by the graph's first copy
   PinnedBuffer host_logits_;               // written by the graph's last copy
   std::map<int, cudaGraphExec_t> graphs_;  // by attention split size
