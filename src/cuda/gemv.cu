@@ -10,18 +10,14 @@ namespace {
 
 using gguf::TensorType;
 
-// Three shapes of work, picked per matrix on the host (bandwidth reasoning):
-//  - short rows (one granule of <= 64 values per lane, e.g. 2048 columns of Q4_K): R = 4 rows per
-//    lane group, granule loop not unrolled. A lane then has 4 x 2-7 independent 16-byte loads in
-//    flight and a block covers 32+ rows, so the grid is about one wave and the input staging
-//    (an RMSNorm over the input) is paid 4x less often than with R = 1 (8 rows of ~1 KB a block).
-//  - two granules per lane: R = 2, not unrolled.
-//  - long rows: R = 1 with the granule loop unrolled by 4, and when there are too few rows to
-//    give every SM two blocks (the F32 router: 513 rows of 256 granules), W = 2-8 warps share a
-//    row (split K) and add their partial sums in shared memory in a fixed order.
-// Measured (CUDA_DECODE.md, "GEMV shapes"): split K took the router from 584 to 432 µs per step;
-// R = 4 / R = 2 did NOT speed up the Q4_K projections (1161 -> 1206 µs in the per-kernel
-// breakdown): they are bound by decode instructions (~6 per weight), not by loads in flight.
+// The shape of work, picked per matrix on the host (bandwidth reasoning): one row per lane group
+// (L lanes, 32 / L rows per warp) with the granule loop unrolled by 4; when there are too few
+// rows to give every SM two blocks (the F32 router: 513 rows of 256 granules), W = 2-8 warps
+// share a row (split K) and add their partial sums in shared memory in a fixed order. The grid
+// is one resident wave (resident_blocks). Measured (CUDA_DECODE.md): split K took the router
+// from 584 to 432 µs per step; R = 4 or 2 rows per lane group for short rows took up to 214
+// registers (one block per SM) and, once the grids were one wave, was 8.5 % slower over the
+// whole step at 4K than R = 1 (241.5 against 261.9 tok/s), so rows_dot's R is 1 everywhere.
 struct GemvParams {
   GemvArgs a;
   DeviceTables tables;
@@ -131,12 +127,7 @@ template <TensorType T>
 void launch_gemv(const GemvArgs& a, cudaStream_t stream) {
   using F = fmt::Format<T>;
   const int64_t n_gran = a.w.cols / F::kGranuleValues;
-  const int L = lanes_for(n_gran);
-  if constexpr (F::kGranuleValues <= 64) {
-    if (n_gran <= L) return launch_shape<T, 4, 1>(a, L, stream);
-    if (n_gran <= 2 * L) return launch_shape<T, 2, 1>(a, L, stream);
-  }
-  launch_shape<T, 1, 4>(a, L, stream);
+  launch_shape<T, 1, 4>(a, lanes_for(n_gran), stream);
 }
 
 }  // namespace

@@ -85,10 +85,9 @@ struct GateUpParams {
   bool prefetch;
 };
 
-// R rows of gate and R of up per lane group: with one granule per lane (2048 columns of
-// IQ2_XXS or Q4_K) R = 2 puts 4 granules' loads in flight per lane and halves the blocks, each of
-// which pays the top-k and the input RMSNorm; long rows keep R = 1 with the granule loop
-// unrolled by 4.
+// R rows of gate and R of up per lane group, the granule loop unrolled U times. Launched with
+// R = 1, U = 4: R = 2 for one granule per lane (more loads in flight per lane, half the blocks)
+// was slower once the grids were one resident wave (see gemv.cu).
 template <TensorType T, int R, int U>
 __global__ void __launch_bounds__(kGemvThreads) gate_up_kernel(GateUpParams p) {
   using F = fmt::Format<T>;
@@ -264,9 +263,6 @@ void moe_gate_up(const GateUpArgs& a, cudaStream_t stream) {
           static_cast<unsigned>(a.n_slots));
       launch(gate_up_kernel<T, R, U>, grid, dim3(kGemvThreads), smem, stream, p);
     };
-    if constexpr (F::kGranuleValues <= 64) {
-      if (n_gran <= L) return go.template operator()<2, 1>();
-    }
     go.template operator()<1, 4>();
   });
   if (!ok) fail("MoE gate/up: the CUDA kernels do not decode ", gguf::type_name(a.gate.type));
