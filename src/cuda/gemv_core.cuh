@@ -151,19 +151,33 @@ inline int lanes_for(int64_t n_gran) {
   return L;
 }
 
-// Stages in(x) into xs (stage_input's padded layout) with every load of a thread in flight at once:
-// thread t takes the runs of 8 values starting at 8 (t + k blockDim), k = 0..1 per round (one
-// round for inputs up to 4096 values). A gated group (of `group` values, group / 8 lanes, a power
-// of two up to 32) is reduced with shuffles within its lanes; the RMSNorm's sum with one block
-// sum. Same arithmetic as stage_input. Returns false (having done nothing) for shapes it does not
-// cover. Ends synchronised.
+// Stages in(x) (n values, a multiple of 8: rows are whole blocks of at least 8 values, which
+// layout_of checks at upload) into shared memory in the padded layout; ends synchronised.
+// The input comes from L2 (written by the previous kernel), so every load of a thread is issued
+// before any is used: thread t takes the runs of 8 values starting at 8 (t + k blockDim),
+// k = 0..1 per round (one round for inputs up to 4096 values). A gated group (of `group` values,
+// group / 8 lanes) is reduced with shuffles within its lanes, the RMSNorm's sum with one block
+// sum. A gated group whose lane count is not a power of two up to 32 takes one warp per group.
 template <int GV>
-__device__ bool stage_input_wide(GemvIn mode, const float* x, int n, const float* norm,
-                                 const float* gate, int group, float eps, float* xs) {
+__device__ void stage_input(GemvIn mode, const float* x, int n, const float* norm,
+                            const float* gate, int group, float eps, float* xs) {
   const int gl = group / 8;
-  if (n % 8 != 0 ||
-      (mode == GemvIn::GatedRmsNorm && (group % 8 != 0 || gl > 32 || (gl & (gl - 1)) != 0)))
-    return false;
+  if (mode == GemvIn::GatedRmsNorm && (group % 8 != 0 || gl > 32 || (gl & (gl - 1)) != 0)) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+    for (int g = warp; g < n / group; g += n_warps) {
+      const float* xg = x + g * group;
+      double ss = 0;
+      for (int j = lane; j < group; j += 32) ss += static_cast<double>(xg[j]) * xg[j];
+      ss = warp_sum(ss);
+      const float scale = static_cast<float>(1.0 / sqrt(ss / group + eps));
+      for (int j = lane; j < group; j += 32) {
+        const int i = g * group + j;
+        xs[padded<GV>(i)] = x[i] * scale * norm[j] * siluf(gate[i]);
+      }
+    }
+    __syncthreads();
+    return;
+  }
   __shared__ double red[32];
   constexpr int kRuns = 2;
   double ss = 0;
@@ -241,82 +255,6 @@ __device__ bool stage_input_wide(GemvIn mode, const float* x, int n, const float
         float* o = xs + padded<GV>(i);
 #pragma unroll
         for (int j = 0; j < 8; ++j) o[j] = o[j] * scale * norm[i + j];
-      }
-    }
-  }
-  __syncthreads();
-  return true;
-}
-
-// Stages in(x) (n values) into shared memory in the padded layout; ends synchronised.
-// The input comes from L2 (written by the previous kernel): each thread issues kStageBatch
-// independent loads before using any, so staging costs about one L2 round trip per
-// kStageBatch x blockDim values instead of one per blockDim values.
-constexpr int kStageBatch = 8;
-template <int GV>
-__device__ void stage_input(GemvIn mode, const float* x, int n, const float* norm,
-                            const float* gate, int group, float eps, float* xs) {
-  if (stage_input_wide<GV>(mode, x, n, norm, gate, group, eps, xs)) return;
-  __shared__ double red[32];
-  const int step = kStageBatch * blockDim.x;
-  if (mode == GemvIn::Plain) {
-    for (int base = threadIdx.x; base < n; base += step) {
-      float v[kStageBatch];
-#pragma unroll
-      for (int j = 0; j < kStageBatch; ++j) {
-        const int i = base + j * blockDim.x;
-        v[j] = i < n ? x[i] : 0.f;
-      }
-#pragma unroll
-      for (int j = 0; j < kStageBatch; ++j) {
-        const int i = base + j * blockDim.x;
-        if (i < n) xs[padded<GV>(i)] = v[j];
-      }
-    }
-  } else if (mode == GemvIn::RmsNorm) {
-    double ss = 0;
-    for (int base = threadIdx.x; base < n; base += step) {
-      float v[kStageBatch];
-#pragma unroll
-      for (int j = 0; j < kStageBatch; ++j) {
-        const int i = base + j * blockDim.x;
-        v[j] = i < n ? x[i] : 0.f;
-      }
-#pragma unroll
-      for (int j = 0; j < kStageBatch; ++j) {
-        const int i = base + j * blockDim.x;
-        if (i < n) {
-          ss += static_cast<double>(v[j]) * v[j];
-          xs[padded<GV>(i)] = v[j];  // raw value; scaled below by the thread that wrote it
-        }
-      }
-    }
-    ss = block_sum(ss, red);
-    const float scale = static_cast<float>(1.0 / sqrt(ss / n + eps));
-    for (int base = threadIdx.x; base < n; base += step) {
-      float w[kStageBatch];
-#pragma unroll
-      for (int j = 0; j < kStageBatch; ++j) {
-        const int i = base + j * blockDim.x;
-        w[j] = i < n ? norm[i] : 0.f;
-      }
-#pragma unroll
-      for (int j = 0; j < kStageBatch; ++j) {
-        const int i = base + j * blockDim.x;
-        if (i < n) xs[padded<GV>(i)] = xs[padded<GV>(i)] * scale * w[j];
-      }
-    }
-  } else {  // GatedRmsNorm: one warp per group
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
-    for (int g = warp; g < n / group; g += n_warps) {
-      const float* xg = x + g * group;
-      double ss = 0;
-      for (int j = lane; j < group; j += 32) ss += static_cast<double>(xg[j]) * xg[j];
-      ss = warp_sum(ss);
-      const float scale = static_cast<float>(1.0 / sqrt(ss / group + eps));
-      for (int j = lane; j < group; j += 32) {
-        const int i = g * group + j;
-        xs[padded<GV>(i)] = x[i] * scale * norm[j] * siluf(gate[i]);
       }
     }
   }
