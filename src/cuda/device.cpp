@@ -31,6 +31,12 @@ const DeviceInfo& info_of(int index) {
   return g_devices.emplace(index, std::move(info)).first->second;
 }
 
+// The diagnostic switches: a feature is on unless its variable is set to "0".
+bool switched_off(const char* variable) {
+  const char* v = std::getenv(variable);
+  return v && std::string(v) == "0";
+}
+
 }  // namespace
 
 const DeviceInfo& use_device(int index) {
@@ -54,26 +60,17 @@ const DeviceInfo& current_device() {
 }
 
 bool pdl_enabled() {
-  static const bool env_off = [] {
-    const char* v = std::getenv("RL_CUDA_PDL");
-    return v && std::string(v) == "0";
-  }();
-  return !env_off && current_device().cc_major >= 9;
+  static const bool off = switched_off("RL_CUDA_PDL");
+  return !off && current_device().cc_major >= 9;
 }
 
 bool prefetch_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("RL_CUDA_PREFETCH");
-    return !(v && std::string(v) == "0");
-  }();
+  static const bool on = !switched_off("RL_CUDA_PREFETCH");
   return on;
 }
 
 bool side_stream_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("RL_CUDA_SIDE");
-    return !(v && std::string(v) == "0");
-  }();
+  static const bool on = !switched_off("RL_CUDA_SIDE");
   return on;
 }
 
