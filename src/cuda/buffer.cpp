@@ -10,35 +10,33 @@ double gib(size_t bytes) {
 }
 }  // namespace
 
-DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
-  if (bytes == 0) return;
-  const cudaError_t e = cudaMalloc(&ptr_, bytes);
+void* DeviceAlloc::allocate(size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, bytes);
   if (e != cudaSuccess) {
     cudaGetLastError();  // clear the sticky-free error state of a failed allocation
-    ptr_ = nullptr;
     fail("cannot allocate ", bytes, " bytes (", gib(bytes),
          " GiB) of GPU memory: ", cudaGetErrorString(e));
   }
+  return p;
 }
 
-void DeviceBuffer::release() {
-  if (ptr_) cudaFree(ptr_);
-  ptr_ = nullptr;
+void DeviceAlloc::release(void* p) {
+  cudaFree(p);
 }
 
-PinnedBuffer::PinnedBuffer(size_t bytes) : bytes_(bytes) {
-  if (bytes == 0) return;
-  const cudaError_t e = cudaMallocHost(&ptr_, bytes);
+void* PinnedAlloc::allocate(size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t e = cudaMallocHost(&p, bytes);
   if (e != cudaSuccess) {
     cudaGetLastError();
-    ptr_ = nullptr;
     fail("cannot allocate ", bytes, " bytes of page-locked host memory: ", cudaGetErrorString(e));
   }
+  return p;
 }
 
-void PinnedBuffer::release() {
-  if (ptr_) cudaFreeHost(ptr_);
-  ptr_ = nullptr;
+void PinnedAlloc::release(void* p) {
+  cudaFreeHost(p);
 }
 
 }  // namespace rl::cuda

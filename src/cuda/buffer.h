@@ -6,15 +6,18 @@
 
 namespace rl::cuda {
 
-// Device memory from cudaMalloc (never managed memory), freed on destruction.
-class DeviceBuffer {
+// Memory from one allocator, freed on destruction; move-only. Alloc provides
+// `static void* allocate(size_t bytes)` (throws rl::Error naming the size on failure) and
+// `static void release(void* p)`.
+template <class Alloc>
+class OwnedBuffer {
  public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t bytes);  // throws rl::Error with the size on failure
-  ~DeviceBuffer() { release(); }
-  DeviceBuffer(DeviceBuffer&& o) noexcept
-      : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(o.bytes_) {}
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+  OwnedBuffer() = default;
+  explicit OwnedBuffer(size_t bytes)
+      : ptr_(bytes ? Alloc::allocate(bytes) : nullptr), bytes_(bytes) {}
+  ~OwnedBuffer() { release(); }
+  OwnedBuffer(OwnedBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(o.bytes_) {}
+  OwnedBuffer& operator=(OwnedBuffer&& o) noexcept {
     if (this != &o) {
       release();
       ptr_ = std::exchange(o.ptr_, nullptr);
@@ -22,8 +25,8 @@ class DeviceBuffer {
     }
     return *this;
   }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  OwnedBuffer(const OwnedBuffer&) = delete;
+  OwnedBuffer& operator=(const OwnedBuffer&) = delete;
 
   void* data() const { return ptr_; }
   template <typename T>
@@ -33,41 +36,26 @@ class DeviceBuffer {
   size_t bytes() const { return bytes_; }
 
  private:
-  void release();
+  void release() {
+    if (ptr_) Alloc::release(ptr_);
+    ptr_ = nullptr;
+  }
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
 };
 
-// Page-locked host memory (cudaMallocHost) for asynchronous copies and graph memcpy nodes.
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  explicit PinnedBuffer(size_t bytes);
-  ~PinnedBuffer() { release(); }
-  PinnedBuffer(PinnedBuffer&& o) noexcept
-      : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(o.bytes_) {}
-  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
-    if (this != &o) {
-      release();
-      ptr_ = std::exchange(o.ptr_, nullptr);
-      bytes_ = o.bytes_;
-    }
-    return *this;
-  }
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-
-  void* data() const { return ptr_; }
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(ptr_);
-  }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void release();
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
+// cudaMalloc (never managed memory).
+struct DeviceAlloc {
+  static void* allocate(size_t bytes);
+  static void release(void* p);
 };
+// cudaMallocHost: page-locked, for asynchronous copies and graph memcpy nodes.
+struct PinnedAlloc {
+  static void* allocate(size_t bytes);
+  static void release(void* p);
+};
+
+using DeviceBuffer = OwnedBuffer<DeviceAlloc>;
+using PinnedBuffer = OwnedBuffer<PinnedAlloc>;
 
 }  // namespace rl::cuda
