@@ -83,6 +83,12 @@ fi
 if want selftest; then
   run selftest 420 $BIN selftest
   grep -E "FAIL|selftest:" "$LOGS/selftest.log" | head -20 | tee -a "$SUMMARY"
+  # The float decoders of the formats that default to the tensor cores.
+  for t in q4_K iq2_xxs; do
+    run "selftest-float-$t" 300 env RL_CUDA_TC=0 $BIN selftest --filter "$t"
+    grep -E "FAIL|selftest:" "$LOGS/selftest-float-$t.log" | head -10 | sed "s/^/RL_CUDA_TC=0 /" |
+      tee -a "$SUMMARY"
+  done
 fi
 
 if want unit; then
@@ -196,14 +202,21 @@ fi
 
 if want profile; then
   # Nsight Compute on one decode step of a 4-layer model with the real shapes (kernels launched
-  # one by one), clocks left alone.
+  # one by one), clocks left alone; with the stall reasons if this ncu knows the metrics.
   SMALL=$WORK/small.gguf
-  run mkmodel-small 120 $BIN mkmodel --preset 80b-a3b --layers 4 -o "$SMALL"
-  run ncu 300 ncu --clock-control none -k 'regex:gemv|gate_up|down_kernel|deltanet|attn_|route' \
-    --launch-skip 120 --launch-count 48 --section SpeedOfLight --section Occupancy \
-    --section SchedulerStats --section WarpStateStats --section LaunchStats --csv --page details \
-    $BIN bench decode -m "$SMALL" --positions 4K --tokens 4 --no-graph
-  python3 scripts/ncu_summary.py "$LOGS/ncu.log" >"$OUT/ncu-summary.txt" 2>&1
+  [ -f "$SMALL" ] || run mkmodel-small 120 $BIN mkmodel --preset 80b-a3b --layers 4 -o "$SMALL"
+  NCU=(ncu --clock-control none -k 'regex:gemv|gate_up|down_|deltanet|attn_|route'
+    --launch-skip 120 --launch-count 48 --section SpeedOfLight --section Occupancy
+    --section SchedulerStats --section WarpStateStats --section LaunchStats --csv --page details)
+  STALLS=$(printf 'smsp__average_warps_issue_stalled_%s_per_issue_active.ratio,' long_scoreboard \
+    short_scoreboard wait barrier mio_throttle lg_throttle math_pipe_throttle no_instruction \
+    not_selected selected membar dispatch_stall drain imc_miss branch_resolving sleeping \
+    tex_throttle misc)
+  STEP=($BIN bench decode -m "$SMALL" --positions 4K --tokens 4 --no-graph)
+  run ncu 300 "${NCU[@]}" --metrics "${STALLS%,}" "${STEP[@]}" ||
+    run ncu-plain 300 "${NCU[@]}" "${STEP[@]}"
+  log=$LOGS/ncu.log; grep -q '"ID"' "$log" || log=$LOGS/ncu-plain.log
+  python3 scripts/ncu_summary.py "$log" >"$OUT/ncu-summary.txt" 2>&1
   head -60 "$OUT/ncu-summary.txt"
 fi
 

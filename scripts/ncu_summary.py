@@ -16,6 +16,9 @@ WANT = [
     ("Issued Warp Per Scheduler", "issue"),
     ("Warp Cycles Per Issued Instruction", "cyc/inst"),
 ]
+# Raw stall metrics (warps stalled per issued instruction), when ncu was given them.
+STALL = "smsp__average_warps_issue_stalled_"
+STALL_SUFFIX = "_per_issue_active.ratio"
 
 
 def short(name):
@@ -38,7 +41,14 @@ def main(path):
         for metric, label in WANT:
             if r["Metric Name"] == metric:
                 rows[key][label] = f'{r["Metric Value"]} {r["Metric Unit"]}'.strip()
-    cols = ["name", "grid", "block"] + [l for _, l in WANT]
+        m = r["Metric Name"]
+        if m.startswith(STALL) and m.endswith(STALL_SUFFIX):
+            rows[key].setdefault("stalls", []).append((float(r["Metric Value"] or 0),
+                                                       m[len(STALL):-len(STALL_SUFFIX)]))
+    for row in rows.values():  # the three largest stall reasons
+        top = sorted(row.pop("stalls", []), reverse=True)[:3]
+        row["stalls"] = " ".join(f"{n}={v:.1f}" for v, n in top)
+    cols = ["name", "grid", "block"] + [l for _, l in WANT] + ["stalls"]
     print(" | ".join(cols))
     for k in order:
         print(" | ".join(rows[k].get(c, "") for c in cols))

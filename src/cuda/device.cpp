@@ -69,6 +69,11 @@ bool prefetch_enabled() {
   return on;
 }
 
+bool tensor_core_gemv_enabled() {
+  static const bool off = switched_off("RL_CUDA_TC");
+  return !off && current_device().cc_major >= 8;
+}
+
 bool side_stream_enabled() {
   static const bool on = !switched_off("RL_CUDA_SIDE");
   return on;

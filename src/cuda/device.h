@@ -26,6 +26,9 @@ bool pdl_enabled();
 // Whether GEMV blocks prefetch their weight rows into L2 before waiting for the previous kernel
 // (on unless RL_CUDA_PREFETCH=0; measured +1.3 % decode speed at 4K positions).
 bool prefetch_enabled();
+// Whether the Q4_K / IQ2_XXS matrix-vector kernels use the tensor cores (tc_gemv.cuh): compute
+// capability 8.0 or later, unless RL_CUDA_TC=0 (then the float decoders of the other formats).
+bool tensor_core_gemv_enabled();
 // Concurrent launches on a second stream (StepStreams); off with RL_CUDA_SIDE=0.
 bool side_stream_enabled();
 

@@ -202,18 +202,22 @@ struct Format<TensorType::Q8_0> {
 };
 
 // ---- Q4_K / Q5_K: 8 sub-blocks of 32 with 6-bit scales and mins ------------------------------
-// ggml's get_scale_min_k4 over the 12 scale bytes held in three words.
+// ggml's get_scale_min_k4 over the 12 scale bytes held in three words: the 6-bit scale and min
+// of sub-block j.
+RL_HD void scale_min_k4(int j, uint32_t s0, uint32_t s1, uint32_t s2, uint32_t* sc, uint32_t* m) {
+  if (j < 4) {
+    *sc = byte12(s0, s1, s2, j) & 63u;
+    *m = byte12(s0, s1, s2, j + 4) & 63u;
+  } else {
+    *sc = (byte12(s0, s1, s2, j + 4) & 0xFu) | ((byte12(s0, s1, s2, j - 4) >> 6) << 4);
+    *m = (byte12(s0, s1, s2, j + 4) >> 4) | ((byte12(s0, s1, s2, j) >> 6) << 4);
+  }
+}
 RL_HD void scale_min_k4(int j, uint32_t s0, uint32_t s1, uint32_t s2, float* sc, float* m) {
   uint32_t a, b;
-  if (j < 4) {
-    a = byte12(s0, s1, s2, j) & 63u;
-    b = byte12(s0, s1, s2, j + 4) & 63u;
-  } else {
-    a = (byte12(s0, s1, s2, j + 4) & 0xFu) | ((byte12(s0, s1, s2, j - 4) >> 6) << 4);
-    b = (byte12(s0, s1, s2, j + 4) >> 4) | ((byte12(s0, s1, s2, j) >> 6) << 4);
-  }
-  *sc = i2f(a);
-  *m = i2f(b);
+  scale_min_k4(j, s0, s1, s2, &a, &b);
+  *sc = i2f(static_cast<int>(a));
+  *m = i2f(static_cast<int>(b));
 }
 
 // Granule g = values 64g..64g+63 (sub-blocks 2g and 2g+1).

@@ -3,6 +3,7 @@
 #include "cuda/device.h"
 #include "cuda/gemv_core.cuh"
 #include "cuda/launch.cuh"
+#include "cuda/tc_gemv.cuh"
 
 namespace rl::cuda {
 
@@ -123,9 +124,77 @@ void launch_shape(const GemvArgs& a, int L, cudaStream_t stream) {
          stream, p);
 }
 
+// ---- On the tensor cores (tc_gemv.cuh): Q4_K and IQ2_XXS. ------------------------------------
+// A CTA takes rows_per_block rows (whole tiles of 16); its warps take the (tile, kb) items in
+// turn and leave each item's 16 sums in shared memory, which are added per row in kb order.
+template <TensorType T>
+__global__ void __launch_bounds__(kGemvThreads) gemv_tc_kernel(GemvParams p) {
+  using F = fmt::Format<T>;
+  extern __shared__ float4 smem[];
+  const GemvArgs& a = p.a;
+  const int n = static_cast<int>(a.w.cols), n_kb = n / tc::kBlock;
+  float* xs = reinterpret_cast<float*>(smem);
+  const tc::Staged st = tc::carve(xs + n + 4, n);
+  float* partial = st.xsum + n_kb * 8;  // [tile][kb][16]
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * p.rows_per_block;
+  const int64_t end = min(first + p.rows_per_block, a.w.rows);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int tiles = static_cast<int>((end - first + tc::kTileRows - 1) / tc::kTileRows);
+  const int n_items = tiles * n_kb;
+  auto load = [&](int i) {
+    const int tile = i / n_kb, kb = i - tile * n_kb;
+    const uint8_t *blk[2], *tail[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int64_t row = min(first + tile * tc::kTileRows + g + 8 * r, end - 1);
+      const RowLocator<T> loc = locate_row<T>(a.w, 0, row);
+      blk[r] = loc.body + static_cast<int64_t>(kb) * F::kBodyBytes;
+      tail[r] = loc.tail + static_cast<int64_t>(kb) * F::kTailBytes;
+    }
+    return tc::Tc<T>::load(blk, tail, t);
+  };
+  typename tc::Tc<T>::Raw raw{};
+  if (warp < n_items) raw = load(warp);  // weights are constant: before the wait
+  if (p.prefetch) prefetch_weight_rows<T>(a.w, first, end);
+  const fmt::IqTables tables = stage_tables<T>(p.tables);
+  pdl_wait();
+  stage_input<kUnpadded>(a.in, a.x, n, a.norm, a.gate, a.group, a.eps, xs);
+  tc::stage_fragments<T>(xs, n, st);
+  tc::pipelined(warp, n_items, kGemvThreads / 32, raw, load, [&](int i, const auto& item) {
+    const int tile = i / n_kb, kb = i - tile * n_kb;
+    const float2 v = tc::item_sum<T>(item, st, kb, lane, tables);
+    if (t == 0) {
+      float* out = partial + (tile * n_kb + kb) * tc::kTileRows;
+      out[g] = v.x;
+      out[g + 8] = v.y;
+    }
+  });
+  pdl_launch_dependents();
+  __syncthreads();
+  for (int j = threadIdx.x; j < end - first; j += kGemvThreads) {
+    const float* in = partial + (j / tc::kTileRows) * n_kb * tc::kTileRows + j % tc::kTileRows;
+    float sum = 0.f;
+    for (int kb = 0; kb < n_kb; ++kb) sum += in[kb * tc::kTileRows];
+    if (a.out == GemvOut::Add)
+      a.y[first + j] += sum;
+    else
+      a.y[first + j] = sum;
+  }
+}
+
 template <TensorType T>
 void launch_gemv(const GemvArgs& a, cudaStream_t stream) {
   using F = fmt::Format<T>;
+  if constexpr (tc::supported<T>()) {
+    if (tc::usable(a.w.cols)) {
+      const tc::Plan plan = tc::plan(gemv_tc_kernel<T>, a.w.rows, a.w.cols, 1);
+      GemvParams p{a, device_tables(), 0, 0, plan.rows_per_block, prefetch_enabled()};
+      const int64_t blocks = (a.w.rows + plan.rows_per_block - 1) / plan.rows_per_block;
+      launch(gemv_tc_kernel<T>, dim3(static_cast<unsigned>(blocks)), dim3(kGemvThreads), plan.smem,
+             stream, p);
+      return;
+    }
+  }
   const int64_t n_gran = a.w.cols / F::kGranuleValues;
   launch_shape<T, 1, 4>(a, lanes_for(n_gran), stream);
 }

@@ -13,6 +13,7 @@
 #include "cuda/device.h"
 #include "cuda/gemv_core.cuh"
 #include "cuda/launch.cuh"
+#include "cuda/tc_gemv.cuh"
 
 namespace rl::cuda {
 
@@ -27,35 +28,44 @@ constexpr int kMaxSlots = 32;
 // ties), then the softmax restricted to the chosen k, which equals the renormalised softmax.
 // Lane 0 writes ids[0..k) and weights[0..k); with shared_logit, also slot k for the shared expert
 // (id 0, weight sigmoid(shared_logit)). ids/weights may be shared or global memory.
+// A round is two warp reductions in hardware (redux.sync, sm_80+) over order-preserving integer
+// keys of the logits: the largest key, then the lowest index holding it.
+__device__ __forceinline__ uint32_t order_key(float x) {  // x1 < x2  <=>  key(x1) < key(x2)
+  const uint32_t b = __float_as_uint(x);
+  return b & 0x80000000u ? ~b : b | 0x80000000u;
+}
+__device__ __forceinline__ float key_value(uint32_t k) {
+  return __uint_as_float(k & 0x80000000u ? k & 0x7fffffffu : ~k);
+}
 __device__ void warp_topk(const float* logits, int n, int k, const float* shared_logit,
                           int32_t* ids, float* weights) {
   const int lane = threadIdx.x & 31;
-  float v[kMaxExperts / 32];
+  uint32_t key[kMaxExperts / 32];
 #pragma unroll
   for (int j = 0; j < kMaxExperts / 32; ++j) {
     const int i = lane + 32 * j;
-    const float x = i < n ? logits[i] : -INFINITY;
-    // NaN and -inf rank last among the real experts; padding (-inf) is never chosen as k <= n.
-    v[j] = i < n ? (x == x ? fmaxf(x, -FLT_MAX) : -FLT_MAX) : -INFINITY;
+    const float x = i < n ? logits[i] : 0.f;
+    // NaN and -inf rank last among the real experts (as -FLT_MAX, ties by index); padding has
+    // key 0, below every real expert, and is never chosen as k <= n.
+    // -0 counts as +0 (x + 0 turns it into +0), so equal logits stay ties.
+    key[j] = i < n ? order_key(x == x ? fmaxf(x, -FLT_MAX) + 0.f : -FLT_MAX) : 0u;
   }
   float my_logit = 0.f;  // lane r keeps the logit of round r
   for (int round = 0; round < k; ++round) {
-    float best = -INFINITY;
-    int best_i = n;
+    uint32_t local = 0;
+#pragma unroll
+    for (int j = 0; j < kMaxExperts / 32; ++j) local = max(local, key[j]);
+    const uint32_t best = __reduce_max_sync(kFullMask, local);
+    uint32_t mine = kMaxExperts;  // this lane's lowest index holding the best key
+#pragma unroll
+    for (int j = kMaxExperts / 32 - 1; j >= 0; --j)
+      if (key[j] == best) mine = lane + 32 * j;
+    const uint32_t best_i = __reduce_min_sync(kFullMask, mine);
 #pragma unroll
     for (int j = 0; j < kMaxExperts / 32; ++j)
-      if (v[j] > best) best = v[j], best_i = lane + 32 * j;  // strict: lower index first
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ov = __shfl_xor_sync(kFullMask, best, o);
-      const int oi = __shfl_xor_sync(kFullMask, best_i, o);
-      if (ov > best || (ov == best && oi < best_i)) best = ov, best_i = oi;
-    }
-#pragma unroll
-    for (int j = 0; j < kMaxExperts / 32; ++j)
-      if (lane + 32 * j == best_i) v[j] = -INFINITY;
-    if (lane == round) my_logit = best;
-    if (lane == 0) ids[round] = best_i;
+      if (lane + 32 * j == static_cast<int>(best_i)) key[j] = 0;
+    if (lane == round) my_logit = key_value(best);
+    if (lane == 0) ids[round] = static_cast<int32_t>(best_i);
   }
   const float top = __shfl_sync(kFullMask, my_logit, 0);
   const float e = lane < k ? expf(my_logit - top) : 0.f;
@@ -85,6 +95,24 @@ struct GateUpParams {
   bool prefetch;
 };
 
+// The experts of the slots and their scales into shared memory (visible after the caller's next
+// barrier): picked here from the router logits (routed), or from ids / scales / scale_logit.
+__device__ void pick_slots(const GateUpParams& p, int32_t* slot_ids, float* slot_w) {
+  const GateUpArgs& a = p.a;
+  const int warp = threadIdx.x >> 5;
+  if (p.routed) {
+    const float* shared = p.route.logits + p.route.n_expert;
+    if (warp == 0) warp_topk(p.route.logits, p.route.n_expert, a.n_slots, shared, slot_ids, slot_w);
+    if (warp == 1 && blockIdx.x == 0 && blockIdx.y == 0)  // the copy the later kernels read
+      warp_topk(p.route.logits, p.route.n_expert, a.n_slots, shared, p.route.ids, p.route.weights);
+  } else if (threadIdx.x < a.n_slots) {
+    slot_ids[threadIdx.x] = a.ids ? a.ids[threadIdx.x] : 0;
+    slot_w[threadIdx.x] = a.scales        ? a.scales[threadIdx.x]
+                          : a.scale_logit ? sigmoidf_exact(*a.scale_logit)
+                                          : 1.0f;
+  }
+}
+
 // R rows of gate and R of up per lane group, the granule loop unrolled U times. Launched with
 // R = 1, U = 4: R = 2 for one granule per lane (more loads in flight per lane, half the blocks)
 // was slower once the grids were one resident wave (see gemv.cu).
@@ -105,17 +133,7 @@ __global__ void __launch_bounds__(kGemvThreads) gate_up_kernel(GateUpParams p) {
   const fmt::IqTables tables = stage_tables<T>(p.tables);
   pdl_wait();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  if (p.routed) {
-    const float* shared = p.route.logits + p.route.n_expert;
-    if (warp == 0) warp_topk(p.route.logits, p.route.n_expert, a.n_slots, shared, slot_ids, slot_w);
-    if (warp == 1 && blockIdx.x == 0 && blockIdx.y == 0)  // the copy the later kernels read
-      warp_topk(p.route.logits, p.route.n_expert, a.n_slots, shared, p.route.ids, p.route.weights);
-  } else if (threadIdx.x < a.n_slots) {
-    slot_ids[threadIdx.x] = a.ids ? a.ids[threadIdx.x] : 0;
-    slot_w[threadIdx.x] = a.scales        ? a.scales[threadIdx.x]
-                          : a.scale_logit ? sigmoidf_exact(*a.scale_logit)
-                                          : 1.0f;
-  }
+  pick_slots(p, slot_ids, slot_w);
   stage_input<F::kGranuleValues>(GemvIn::RmsNorm, a.x, static_cast<int>(a.gate.cols), a.norm,
                                  nullptr, 0, a.eps, xs);  // ends synchronised
   const int slot = blockIdx.y;
@@ -142,6 +160,81 @@ __global__ void __launch_bounds__(kGemvThreads) gate_up_kernel(GateUpParams p) {
       const float g = group_sum(v[k], L), u = group_sum(v[R + k], L);
       if (sub == 0 && row[k] < end) a.act[slot * a.gate.rows + row[k]] = scale * (siluf(g) * u);
     }
+  }
+}
+
+// On the tensor cores (tc_gemv.cuh): a CTA takes rows_per_block rows (whole tiles) of gate and up
+// of its slot; a warp item is a tile of both at one kb, sharing the input fragments.
+template <TensorType T>
+__global__ void __launch_bounds__(kGemvThreads) gate_up_tc_kernel(GateUpParams p) {
+  using F = fmt::Format<T>;
+  extern __shared__ float4 smem[];
+  __shared__ int32_t slot_ids[kMaxSlots + 1];
+  __shared__ float slot_w[kMaxSlots + 1];
+  const GateUpArgs& a = p.a;
+  const int n = static_cast<int>(a.gate.cols), n_kb = n / tc::kBlock;
+  float* xs = reinterpret_cast<float*>(smem);
+  const tc::Staged st = tc::carve(xs + n + 4, n);
+  float* partial = st.xsum + n_kb * 8;  // [tile][kb][gate 16 | up 16]; 2 floats per row
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * p.rows_per_block;
+  const int64_t end = min(first + p.rows_per_block, a.gate.rows);
+  const int slot = blockIdx.y;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int tiles = static_cast<int>((end - first + tc::kTileRows - 1) / tc::kTileRows);
+  const int n_items = tiles * n_kb;
+  int64_t e = 0;  // this slot's expert, once known
+  struct Raw {
+    typename tc::Tc<T>::Raw gate, up;
+  };
+  auto load = [&](int i) {
+    const int tile = i / n_kb, kb = i - tile * n_kb;
+    const uint8_t *gate_blk[2], *gate_tail[2], *up_blk[2], *up_tail[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int64_t row = min(first + tile * tc::kTileRows + g + 8 * r, end - 1);
+      const RowLocator<T> gl = locate_row<T>(a.gate, e, row), ul = locate_row<T>(a.up, e, row);
+      gate_blk[r] = gl.body + static_cast<int64_t>(kb) * F::kBodyBytes;
+      gate_tail[r] = gl.tail + static_cast<int64_t>(kb) * F::kTailBytes;
+      up_blk[r] = ul.body + static_cast<int64_t>(kb) * F::kBodyBytes;
+      up_tail[r] = ul.tail + static_cast<int64_t>(kb) * F::kTailBytes;
+    }
+    return Raw{tc::Tc<T>::load(gate_blk, gate_tail, t), tc::Tc<T>::load(up_blk, up_tail, t)};
+  };
+  Raw raw{};
+  const bool fixed = !p.routed && !a.ids;  // the shared expert: constant, before the wait
+  if (fixed && warp < n_items) raw = load(warp);
+  if (fixed && p.prefetch) {
+    prefetch_weight_rows<T>(a.gate, first, end);
+    prefetch_weight_rows<T>(a.up, first, end);
+  }
+  const fmt::IqTables tables = stage_tables<T>(p.tables);
+  pdl_wait();
+  pick_slots(p, slot_ids, slot_w);
+  stage_input<kUnpadded>(GemvIn::RmsNorm, a.x, n, a.norm, nullptr, 0, a.eps, xs);  // synchronises
+  e = slot_ids[slot];
+  if (!fixed && warp < n_items) raw = load(warp);  // overlaps the fragment staging
+  tc::stage_fragments<T>(xs, n, st);
+  tc::pipelined(warp, n_items, kGemvThreads / 32, raw, load, [&](int i, const Raw& item) {
+    const int tile = i / n_kb, kb = i - tile * n_kb;
+    const float2 gv = tc::item_sum<T>(item.gate, st, kb, lane, tables);
+    const float2 uv = tc::item_sum<T>(item.up, st, kb, lane, tables);
+    if (t == 0) {
+      float* out = partial + (tile * n_kb + kb) * 2 * tc::kTileRows;
+      out[g] = gv.x, out[g + 8] = gv.y;
+      out[tc::kTileRows + g] = uv.x, out[tc::kTileRows + g + 8] = uv.y;
+    }
+  });
+  pdl_launch_dependents();
+  __syncthreads();
+  const float scale = slot_w[slot];
+  for (int j = threadIdx.x; j < end - first; j += kGemvThreads) {
+    const float* in = partial + (j / tc::kTileRows) * n_kb * 2 * tc::kTileRows + j % tc::kTileRows;
+    float gs = 0.f, us = 0.f;
+    for (int kb = 0; kb < n_kb; ++kb) {
+      gs += in[kb * 2 * tc::kTileRows];
+      us += in[kb * 2 * tc::kTileRows + tc::kTileRows];
+    }
+    a.act[slot * a.gate.rows + first + j] = scale * (siluf(gs) * us);
   }
 }
 
@@ -204,6 +297,71 @@ __global__ void __launch_bounds__(kGemvThreads) down_kernel(DownParams p) {
   }
 }
 
+// On the tensor cores: the slots' activations are one input of n_slots · cols values, so a kb
+// lies in one slot and reads that slot's expert.
+template <TensorType T>
+__global__ void __launch_bounds__(kGemvThreads) down_tc_kernel(DownParams p) {
+  using F = fmt::Format<T>;
+  extern __shared__ float4 smem[];
+  __shared__ int64_t expert[kMaxSlots + 1];
+  const DownArgs& a = p.a;
+  const int seg = static_cast<int>(a.down.cols), n = seg * a.n_slots;
+  const int n_kb = n / tc::kBlock, kb_per_slot = seg / tc::kBlock;
+  float* xs = reinterpret_cast<float*>(smem);
+  const tc::Staged st = tc::carve(xs + n + 4, n);
+  float* partial = st.xsum + n_kb * 8;  // [tile][kb][16]
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * p.rows_per_block;
+  const int64_t end = min(first + p.rows_per_block, a.down.rows);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int tiles = static_cast<int>((end - first + tc::kTileRows - 1) / tc::kTileRows);
+  const int n_items = tiles * n_kb;
+  auto load = [&](int i) {
+    const int tile = i / n_kb, kb = i - tile * n_kb;
+    const int slot = kb / kb_per_slot, local_kb = kb - slot * kb_per_slot;
+    const int64_t e = a.ids ? expert[slot] : 0;
+    const uint8_t *blk[2], *tail[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int64_t row = min(first + tile * tc::kTileRows + g + 8 * r, end - 1);
+      const RowLocator<T> loc = locate_row<T>(a.down, e, row);
+      blk[r] = loc.body + static_cast<int64_t>(local_kb) * F::kBodyBytes;
+      tail[r] = loc.tail + static_cast<int64_t>(local_kb) * F::kTailBytes;
+    }
+    return tc::Tc<T>::load(blk, tail, t);
+  };
+  typename tc::Tc<T>::Raw raw{};
+  if (!a.ids && warp < n_items) raw = load(warp);  // a fixed matrix: before the wait
+  if (!a.ids && p.prefetch) prefetch_weight_rows<T>(a.down, first, end);
+  const fmt::IqTables tables = stage_tables<T>(p.tables);
+  pdl_wait();
+  for (int s = threadIdx.x; s < a.n_slots; s += blockDim.x) expert[s] = a.ids ? a.ids[s] : 0;
+  stage_input<kUnpadded>(GemvIn::Plain, a.act, n, nullptr, nullptr, 0, 0.f, xs);  // synchronises
+  if (a.ids && warp < n_items) raw = load(warp);  // overlaps the fragment staging
+  tc::stage_fragments<T>(xs, n, st);
+  tc::pipelined(warp, n_items, kGemvThreads / 32, raw, load, [&](int i, const auto& item) {
+    const int kb = i % n_kb;
+    const float2 v = tc::item_sum<T>(item, st, kb, lane, tables);
+    if (t == 0) {
+      float* out = partial + i * tc::kTileRows;
+      out[g] = v.x;
+      out[g + 8] = v.y;
+    }
+  });
+  pdl_launch_dependents();
+  __syncthreads();
+  for (int j = threadIdx.x; j < end - first; j += kGemvThreads) {
+    const float* in = partial + (j / tc::kTileRows) * n_kb * tc::kTileRows + j % tc::kTileRows;
+    float sum = 0.f;
+    for (int kb = 0; kb < n_kb; ++kb) sum += in[kb * tc::kTileRows];
+    const int64_t r = first + j;
+    if (a.extra) sum += a.extra[r];
+    if (a.store)
+      a.y[r] = sum;
+    else
+      a.y[r] += sum;
+  }
+}
+
 // Rows per block so that the grid (times other_blocks) is at most target_blocks, the blocks
 // resident at once (resident_blocks): one wave.
 int rows_per_block_for(int64_t rows, int L, int64_t other_blocks, int64_t target_blocks,
@@ -246,6 +404,25 @@ void moe_gate_up(const GateUpArgs& a, cudaStream_t stream) {
     using F = fmt::Format<T>;
     const int64_t n_gran = a.gate.cols / F::kGranuleValues;
     const int L = lanes_for(n_gran);
+    if constexpr (tc::supported<T>()) {
+      if (tc::usable(a.gate.cols, 2)) {
+        const tc::Plan plan =
+            tc::plan(gate_up_tc_kernel<T>, a.gate.rows, a.gate.cols, a.n_slots, 2);
+        const int rows_per_block = plan.rows_per_block;
+        GateUpParams p{a,
+                       a.route ? *a.route : RouteArgs{},
+                       a.route != nullptr,
+                       device_tables(),
+                       0,
+                       rows_per_block,
+                       prefetch_enabled()};
+        p.a.route = nullptr;
+        const dim3 grid(static_cast<unsigned>((a.gate.rows + rows_per_block - 1) / rows_per_block),
+                        static_cast<unsigned>(a.n_slots));
+        launch(gate_up_tc_kernel<T>, grid, dim3(kGemvThreads), plan.smem, stream, p);
+        return;
+      }
+    }
     auto go = [&]<int R, int U>() {
       const size_t smem = padded_size<F::kGranuleValues>(a.gate.cols) * sizeof(float);
       allow_smem(gate_up_kernel<T, R, U>, smem);
@@ -272,6 +449,16 @@ void moe_down(const DownArgs& a, cudaStream_t stream) {
   if (a.n_slots < 1 || a.n_slots > kMaxSlots) fail("MoE down: ", a.n_slots, " slots");
   const bool ok = fmt::dispatch(a.down.type, [&]<TensorType T>() {
     using F = fmt::Format<T>;
+    if constexpr (tc::supported<T>()) {
+      if (tc::usable(a.down.cols * a.n_slots)) {
+        const tc::Plan plan = tc::plan(down_tc_kernel<T>, a.down.rows, a.down.cols * a.n_slots, 1);
+        DownParams p{a, device_tables(), 0, plan.rows_per_block, prefetch_enabled()};
+        const unsigned blocks =
+            static_cast<unsigned>((a.down.rows + plan.rows_per_block - 1) / plan.rows_per_block);
+        launch(down_tc_kernel<T>, dim3(blocks), dim3(kGemvThreads), plan.smem, stream, p);
+        return;
+      }
+    }
     const int L = lanes_for(a.down.cols / F::kGranuleValues * a.n_slots);
     const size_t smem = padded_size<F::kGranuleValues>(a.down.cols * a.n_slots) * sizeof(float);
     allow_smem(down_kernel<T>, smem);

@@ -1,0 +1,362 @@
+// Matrix-vector products on the tensor cores for the formats that carry most decode bytes
+// (Q4_K projections, IQ2_XXS experts). Internal; .cu only.
+//
+// Why. The float decoders (formats.cuh) spend ~15 instructions per weight (Nsight Compute: the
+// Q4_K projections issue 12M warp instructions for 25M weights); with a few warps per scheduler
+// that chain, not memory, sets the time (DRAM 4-15 % busy). Here a warp turns 8 weights into
+// four f16 pairs with ~11 integer/half instructions and lets one mma.sync m16n8k16 do 256
+// multiply-adds: ~1.5 instructions per weight for Q4_K, ~3 for IQ2_XXS.
+//
+// Exactness. Weights enter as small integers, exact in f16: Q4_K sc·q (≤ 63·15), IQ2_XXS
+// (2·ls+1)·grid·sign (≤ 31·43); the block's float factors (d, dmin, IQ2_XXS's d/8) are applied to
+// the fp32 sums afterwards. The input is split into two f16 parts x ≈ hi + lo (22 significant
+// bits) after scaling each 256-value block by a power of two so that its largest value is just
+// below 2^14 (no f16 overflow, nothing lost to f16 underflow that matters): float32-class
+// accuracy, checked against float64 by the self-test like every GEMV.
+//
+// Layout of the work. A warp item is a tile of 16 rows × one 256-value block ("kb"). In the mma,
+// lane 4g+t supplies rows g and g+8; for every row it loads the same 64-value chunk t of the
+// block, so the 16 k-steps of the item cover the block. B's 8 columns are the input's hi part
+// (column 0) and lo part (column 1); columns 2-7 are zero (room for a batch of tokens later).
+// The input is staged once per CTA in fragment order: at k-step s, lanes 0-7 read one uint2 each.
+#pragma once
+#include <cuda_fp16.h>
+
+#include <cstring>
+
+#include "cuda/device.h"
+#include "cuda/device_utils.cuh"
+#include "cuda/formats.cuh"
+#include "cuda/gemv_core.cuh"
+
+namespace rl::cuda::tc {
+
+using gguf::TensorType;
+
+constexpr int kBlock = 256;    // values per kb (one K-quant / IQ super-block)
+constexpr int kSteps = 16;     // k-steps of 16 per kb
+constexpr int kTileRows = 16;  // rows per warp item (the mma's M)
+
+__device__ __forceinline__ __half2 h2(uint32_t bits) {
+  __half2 h;
+  memcpy(&h, &bits, 4);
+  return h;
+}
+__device__ __forceinline__ uint32_t bits(__half2 h) {
+  uint32_t u;
+  memcpy(&u, &h, 4);
+  return u;
+}
+
+// c += A · B for one k-step; A = {a0, a1, a2, a3} in the m16n8k16 row-major fragment order
+// (rows g / g+8 at k = 2t, 2t+1, then at k = 2t+8, 2t+9), B = {b0, b1}.
+__device__ __forceinline__ void mma(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                    uint32_t a3, uint2 b) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b.x), "r"(b.y));
+}
+
+// The f16 pair (v, v) of a small non-negative integer v (< 1024): 1024 + v has v in its low
+// mantissa bits, and subtracting 1024 is exact.
+__device__ __forceinline__ __half2 small_int_h2(uint32_t v) {
+  const __half2 k1024 = h2(0x64006400u);
+  return __hsub2(h2(0x64006400u + (v | (v << 16))), k1024);
+}
+
+// ---- Per-format pieces: the raw bytes of one item, their column order, and the dot product. ----
+// col(s, j): the column (within the lane's 64-value chunk) of slot j of k-step s, where slots
+// 0, 1 are the pair at k = 2t, 2t+1 and slots 2, 3 the pair at k = 2t+8, 2t+9.
+template <TensorType T>
+struct Tc;
+
+// Q4_K: chunk t = qs bytes 32t..32t+31: low nibbles are values 64t + 0..31 (sub-block 2t), high
+// nibbles 64t + 32..63 (sub-block 2t+1). Word w of the chunk holds values 4w..4w+3 (low) and
+// 32+4w..32+4w+3 (high); masking nibbles 0 and 2 (or 1 and 3) of a word gives an f16 pair.
+template <>
+struct Tc<TensorType::Q4_K> {
+  static constexpr bool kSubSums = true;  // needs the input's sums per 32 values (the mins)
+  struct Raw {
+    uint4 head[2];  // d, dmin, scales of rows g and g+8
+    uint4 q[2][2];  // the chunk's 32 bytes of each row
+  };
+  __device__ static constexpr int col(int s, int j) {
+    return 32 * (s & 1) + 4 * (s >> 1) + (j == 0 ? 0 : j == 1 ? 2 : j == 2 ? 1 : 3);
+  }
+  // blk[r]: the block's body for row r; tail unused.
+  __device__ static Raw load(const uint8_t* const (&blk)[2], const uint8_t* const (&)[2], int t) {
+    Raw raw;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      raw.head[r] = fmt::load16(blk[r]);
+      raw.q[r][0] = fmt::load16(blk[r] + 16 + 32 * t);
+      raw.q[r][1] = fmt::load16(blk[r] + 32 + 32 * t);
+    }
+    return raw;
+  }
+  // This lane's share of rows g and g+8 (before the sum over the quad's four lanes).
+  __device__ static float2 dot(const Raw& raw, const uint2* xh, float inv_scale, const float* xsum,
+                               int lane, const fmt::IqTables&) {
+    const int t = lane & 3;
+    uint32_t sc_c[2][2], sc_k[2][2];  // [row][low/high sub-block]: f16 pairs of sc and -1024·sc
+    float min_term[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      uint32_t sc0, m0, sc1, m1;
+      fmt::scale_min_k4(2 * t, raw.head[r].y, raw.head[r].z, raw.head[r].w, &sc0, &m0);
+      fmt::scale_min_k4(2 * t + 1, raw.head[r].y, raw.head[r].z, raw.head[r].w, &sc1, &m1);
+      const __half2 s0 = small_int_h2(sc0), s1 = small_int_h2(sc1);
+      const __half2 minus1024 = h2(0xE400E400u);
+      sc_c[r][0] = bits(s0), sc_k[r][0] = bits(__hmul2(s0, minus1024));
+      sc_c[r][1] = bits(s1), sc_k[r][1] = bits(__hmul2(s1, minus1024));
+      const float dmin = fmt::f16(raw.head[r].x >> 16);
+      min_term[r] = dmin * (fmt::i2f(static_cast<int>(m0)) * xsum[2 * t] +
+                            fmt::i2f(static_cast<int>(m1)) * xsum[2 * t + 1]);
+    }
+    float c[2][4] = {};  // two accumulator chains (even / odd k-steps): half the mma latency
+    const bool feeds_b = lane < 8;
+#pragma unroll
+    for (int w = 0; w < 8; ++w) {
+      uint32_t word[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const uint4 q = raw.q[r][w >> 2];
+        word[r] = (w & 3) == 0 ? q.x : (w & 3) == 1 ? q.y : (w & 3) == 2 ? q.z : q.w;
+      }
+#pragma unroll
+      for (int hi = 0; hi < 2; ++hi) {  // k-step 2w + hi: low or high nibbles
+        const int s = 2 * w + hi;
+        const uint2 b = feeds_b ? xh[s * 8 + lane] : make_uint2(0u, 0u);
+        uint32_t a[2][2];  // [row][pair 02 / 13]
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+#pragma unroll
+          for (int p = 0; p < 2; ++p) {
+            const uint32_t n = ((word[r] >> (4 * hi + 8 * p)) & 0x000F000Fu) | 0x64006400u;
+            // (1024 + q)·sc - 1024·sc = q·sc, exact: one rounding of an integer below 2048.
+            a[r][p] = bits(__hfma2(h2(n), h2(sc_c[r][hi]), h2(sc_k[r][hi])));
+          }
+        }
+        mma(c[hi], a[0][0], a[1][0], a[0][1], a[1][1], b);
+      }
+    }
+    const float d0 = fmt::f16(raw.head[0].x), d1 = fmt::f16(raw.head[1].x);
+    return make_float2(d0 * inv_scale * ((c[0][0] + c[0][1]) + (c[1][0] + c[1][1])) - min_term[0],
+                       d1 * inv_scale * ((c[0][2] + c[0][3]) + (c[1][2] + c[1][3])) - min_term[1]);
+  }
+};
+
+// IQ2_XXS: chunk t = body bytes 16t..16t+15 = sub-blocks 2t and 2t+1 (grid indices and
+// sign/scale word each). k-step s takes sub-block s / 8, group (s / 2) % 4, elements
+// 4 (s % 2) .. +3 of the group's 8.
+template <>
+struct Tc<TensorType::IQ2_XXS> {
+  static constexpr bool kSubSums = false;
+  struct Raw {
+    uint4 v[2];
+    uint32_t d[2];
+  };
+  __device__ static constexpr int col(int s, int j) {
+    return 32 * (s >> 3) + 8 * ((s >> 1) & 3) + 4 * (s & 1) + j;
+  }
+  __device__ static Raw load(const uint8_t* const (&blk)[2], const uint8_t* const (&tail)[2],
+                             int t) {
+    Raw raw;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      raw.v[r] = fmt::load16(blk[r] + 16 * t);
+      raw.d[r] = fmt::load2(tail[r]);
+    }
+    return raw;
+  }
+  __device__ static float2 dot(const Raw& raw, const uint2* xh, float inv_scale, const float*,
+                               int lane, const fmt::IqTables& tables) {
+    float c[2][4] = {};  // two accumulator chains (even / odd k-steps)
+    const bool feeds_b = lane < 8;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      uint32_t idx[2], aux[2], scale[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        idx[r] = h ? raw.v[r].z : raw.v[r].x;
+        aux[r] = h ? raw.v[r].w : raw.v[r].y;
+        scale[r] = bits(small_int_h2(2 * (aux[r] >> 28) + 1));
+      }
+#pragma unroll
+      for (int l = 0; l < 4; ++l) {
+        uint64_t grid[2];
+        uint32_t spread[2];  // sign bit 2p at bit 2p, bit 2p+1 at bit 2p+16
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          grid[r] = tables.iq2xxs_grid[fmt::byte_of(idx[r], l)];
+          const uint32_t sb = fmt::ksigns((aux[r] >> (7 * l)) & 127u);
+          spread[r] = (sb & 0x55u) | ((sb & 0xAAu) << 15);
+        }
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int s = 8 * h + 2 * l + half;
+          const uint2 b = feeds_b ? xh[s * 8 + lane] : make_uint2(0u, 0u);
+          uint32_t a[2][2];
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const uint32_t word = static_cast<uint32_t>(grid[r] >> (32 * half));
+#pragma unroll
+            for (int p = 0; p < 2; ++p) {
+              // Elements 4 half + 2p, +1: their magnitudes as f16 1024 + m (exact), their signs
+              // as the sign bits of the pair's scale.
+              const uint32_t m = __byte_perm(word, 0x64u, p ? 0x4342 : 0x4140);
+              const int e = 4 * half + 2 * p;
+              const uint32_t sign = (spread[r] << (15 - e)) & 0x80008000u;
+              a[r][p] = bits(__hmul2(__hsub2(h2(m), h2(0x64006400u)), h2(scale[r] ^ sign)));
+            }
+          }
+          mma(c[half], a[0][0], a[1][0], a[0][1], a[1][1], b);
+        }
+      }
+    }
+    // ggml: d · (0.5 + ls) / 4 · grid · sign = d / 8 · (2 ls + 1) · grid · sign.
+    const float f = 0.125f * inv_scale;
+    return make_float2(fmt::f16(raw.d[0]) * f * ((c[0][0] + c[0][1]) + (c[1][0] + c[1][1])),
+                       fmt::f16(raw.d[1]) * f * ((c[0][2] + c[0][3]) + (c[1][2] + c[1][3])));
+  }
+};
+
+template <TensorType T>
+constexpr bool supported() {
+  return T == TensorType::Q4_K || T == TensorType::IQ2_XXS;
+}
+
+// ---- The staged input -------------------------------------------------------------------------
+// Shared memory of n input values (a multiple of kBlock): the fragments, one power-of-two scale
+// per kb, and the sums per 32 values.
+struct Staged {
+  uint2* xh;         // [n_kb][kSteps][8]: B fragments of lanes 0-3 (hi part), 4-7 (lo part)
+  float* inv_scale;  // [n_kb]: the inverse of the block's power-of-two scale
+  float* xsum;       // [n_kb * 8]: unscaled sums per 32 values (formats with kSubSums)
+};
+constexpr size_t staged_bytes(int64_t n) {
+  return static_cast<size_t>(n) * 4 + static_cast<size_t>(n / kBlock) * 4 * 9;
+}
+__device__ inline Staged carve(void* at, int n) {
+  Staged s;
+  s.xh = static_cast<uint2*>(at);
+  s.inv_scale = reinterpret_cast<float*>(s.xh + static_cast<int64_t>(n / kBlock) * kSteps * 8);
+  s.xsum = s.inv_scale + n / kBlock;
+  return s;
+}
+
+// From the float input xs[n] (staged by stage_input, unpadded) to fragments; all threads take
+// part; ends synchronised.
+template <TensorType T>
+__device__ void stage_fragments(const float* xs, int n, const Staged& st) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+  const int n_kb = n / kBlock;
+  for (int kb = warp; kb < n_kb; kb += n_warps) {
+    const float* v = xs + kb * kBlock + 8 * lane;  // sub-block lane / 4
+    float mx = 0.f, sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) mx = fmaxf(mx, fabsf(v[j])), sum += v[j];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, o));
+    if constexpr (Tc<T>::kSubSums) {
+      sum += __shfl_xor_sync(kFullMask, sum, 1);
+      sum += __shfl_xor_sync(kFullMask, sum, 2);
+      if ((lane & 3) == 0) st.xsum[kb * 8 + lane / 4] = sum;
+    }
+    if (lane == 0) {
+      // max < 2^e; scale so that the largest value lands in [2^13, 2^14). Blocks of zeros,
+      // infinities or NaN keep scale 1 (the products then carry them as the float path would);
+      // below 2^-100 the scale stops growing (such values are noise to the sum).
+      int e = 14;
+      if (mx > 0.f && mx <= 3.4e38f) e = max(((__float_as_int(mx) >> 23) & 0xff) - 126, -100);
+      st.inv_scale[kb] = __int_as_float((e - 14 + 127) << 23);
+    }
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < n_kb * kSteps * 4; i += blockDim.x) {
+    const int t = i & 3, s = (i >> 2) % kSteps, kb = i / (4 * kSteps);
+    const float scale = 1.f / st.inv_scale[kb];  // a power of two: exact
+    const float* v = xs + kb * kBlock + 64 * t;
+    __half hi[4], lo[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float x = v[Tc<T>::col(s, j)] * scale;
+      hi[j] = __float2half_rn(x);
+      lo[j] = __float2half_rn(x - __half2float(hi[j]));
+    }
+    uint2* out = st.xh + (kb * kSteps + s) * 8;
+    out[t] = make_uint2(bits(__halves2half2(hi[0], hi[1])), bits(__halves2half2(hi[2], hi[3])));
+    out[4 + t] = make_uint2(bits(__halves2half2(lo[0], lo[1])), bits(__halves2half2(lo[2], lo[3])));
+  }
+  __syncthreads();
+}
+
+// One warp item: this lane's shares of rows g and g+8 (lane = 4g + t) of a tile at block kb,
+// summed over the quad, so lanes with t = 0 hold the item's two results. blk/tail: block kb of
+// rows g and g+8.
+template <TensorType T>
+__device__ __forceinline__ float2 item_sum(const typename Tc<T>::Raw& raw, const Staged& st, int kb,
+                                           int lane, const fmt::IqTables& tables) {
+  float2 v =
+      Tc<T>::dot(raw, st.xh + kb * kSteps * 8, st.inv_scale[kb], st.xsum + kb * 8, lane, tables);
+#pragma unroll
+  for (int o = 1; o < 4; o <<= 1) {
+    v.x += __shfl_xor_sync(kFullMask, v.x, o);
+    v.y += __shfl_xor_sync(kFullMask, v.y, o);
+  }
+  return v;
+}
+
+// Runs use(i, raw) over a warp's items i = first, first + stride, ... < n, loading each item's
+// bytes (load(i)) while the previous item is computed. The caller passes the first item's bytes,
+// loaded as early as their addresses are known (before the input staging, for fixed matrices
+// before waiting for the previous kernel), so the weights' memory latency overlaps that work.
+template <class Raw, class Load, class Use>
+__device__ __forceinline__ void pipelined(int first, int n, int stride, Raw raw, Load&& load,
+                                          Use&& use) {
+  for (int i = first; i < n; i += stride) {
+    Raw next = raw;
+    if (i + stride < n) next = load(i + stride);
+    use(i, raw);
+    raw = next;
+  }
+}
+
+// ---- Host side ----------------------------------------------------------------------------------
+// Shared memory of a CTA: the float input (n values), its fragments, and `sums` item sums per row
+// and kb (2 for gate and up) for its rows.
+inline size_t smem_bytes(int64_t n, int64_t rows_per_block, int sums = 1) {
+  return static_cast<size_t>(n + 4) * sizeof(float) + staged_bytes(n) +
+         static_cast<size_t>(rows_per_block) * sums * (n / kBlock) * sizeof(float);
+}
+constexpr size_t kMaxSmem = 96 * 1024;
+
+// Whether rows of n values (a multiple of kBlock) fit this path: one tile's shared memory within
+// kMaxSmem, and the tensor cores on (compute capability 8.0+, not RL_CUDA_TC=0).
+inline bool usable(int64_t n, int sums = 1) {
+  return tensor_core_gemv_enabled() && smem_bytes(n, kTileRows, sums) <= kMaxSmem;
+}
+
+struct Plan {
+  int rows_per_block;  // whole tiles
+  size_t smem;
+};
+// Rows per CTA so that other_blocks × the CTAs over `rows` are one resident wave (as many tiles
+// per CTA as that takes, within kMaxSmem), and the kernel allowed the shared memory it needs.
+template <class Kernel>
+Plan plan(Kernel kernel, int64_t rows, int64_t n, int64_t other_blocks, int sums = 1) {
+  int64_t max_tiles = 1;
+  while (max_tiles < 64 && smem_bytes(n, 2 * max_tiles * kTileRows, sums) <= kMaxSmem)
+    max_tiles *= 2;
+  RL_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(smem_bytes(n, max_tiles * kTileRows, sums))));
+  const int64_t tiles = (rows + kTileRows - 1) / kTileRows;
+  const int64_t resident = resident_blocks(kernel, smem_bytes(n, kTileRows, sums));
+  int64_t per = (tiles * other_blocks + resident - 1) / resident;
+  per = per < 1 ? 1 : (per > max_tiles ? max_tiles : per);
+  return {static_cast<int>(per * kTileRows), smem_bytes(n, per * kTileRows, sums)};
+}
+
+}  // namespace rl::cuda::tc
