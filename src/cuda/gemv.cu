@@ -186,7 +186,7 @@ template <TensorType T>
 void launch_gemv(const GemvArgs& a, cudaStream_t stream) {
   using F = fmt::Format<T>;
   if constexpr (tc::supported<T>()) {
-    if (tc::usable(a.w.cols)) {
+    if (tc::usable(a.w.rows, a.w.cols, 1)) {
       const tc::Plan plan = tc::plan(gemv_tc_kernel<T>, a.w.rows, a.w.cols, 1);
       GemvParams p{a, device_tables(), 0, 0, plan.rows_per_block, prefetch_enabled()};
       const int64_t blocks = (a.w.rows + plan.rows_per_block - 1) / plan.rows_per_block;

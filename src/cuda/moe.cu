@@ -405,7 +405,7 @@ void moe_gate_up(const GateUpArgs& a, cudaStream_t stream) {
     const int64_t n_gran = a.gate.cols / F::kGranuleValues;
     const int L = lanes_for(n_gran);
     if constexpr (tc::supported<T>()) {
-      if (tc::usable(a.gate.cols, 2)) {
+      if (tc::usable(a.gate.rows, a.gate.cols, a.n_slots, 2)) {
         const tc::Plan plan =
             tc::plan(gate_up_tc_kernel<T>, a.gate.rows, a.gate.cols, a.n_slots, 2);
         const int rows_per_block = plan.rows_per_block;
@@ -450,7 +450,7 @@ void moe_down(const DownArgs& a, cudaStream_t stream) {
   const bool ok = fmt::dispatch(a.down.type, [&]<TensorType T>() {
     using F = fmt::Format<T>;
     if constexpr (tc::supported<T>()) {
-      if (tc::usable(a.down.cols * a.n_slots)) {
+      if (tc::usable(a.down.rows, a.down.cols * a.n_slots, 1)) {
         const tc::Plan plan = tc::plan(down_tc_kernel<T>, a.down.rows, a.down.cols * a.n_slots, 1);
         DownParams p{a, device_tables(), 0, plan.rows_per_block, prefetch_enabled()};
         const unsigned blocks =

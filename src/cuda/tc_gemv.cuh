@@ -333,10 +333,16 @@ inline size_t smem_bytes(int64_t n, int64_t rows_per_block, int sums = 1) {
 }
 constexpr size_t kMaxSmem = 96 * 1024;
 
-// Whether rows of n values (a multiple of kBlock) fit this path: one tile's shared memory within
-// kMaxSmem, and the tensor cores on (compute capability 8.0+, not RL_CUDA_TC=0).
-inline bool usable(int64_t n, int sums = 1) {
-  return tensor_core_gemv_enabled() && smem_bytes(n, kTileRows, sums) <= kMaxSmem;
+// Whether a product over `rows` rows of n values (a multiple of kBlock), launched other_blocks
+// times (slots), takes this path: the tensor cores on (compute capability 8.0+, not
+// RL_CUDA_TC=0), one tile's shared memory within kMaxSmem, and enough work for its shape: every
+// warp of a tile has a kb (n >= 8 blocks) and the tiles fill half the SMs. Measured with Nsight
+// Compute (CUDA_DECODE.md, fourth pass): the shared expert's down (2 kb per tile) and gate/up (32
+// tiles) took 5.5 and 8.6 µs here against 4.6 and 7.3 µs on the float decoders.
+inline bool usable(int64_t rows, int64_t n, int64_t other_blocks, int sums = 1) {
+  const int64_t tiles = (rows + kTileRows - 1) / kTileRows;
+  return tensor_core_gemv_enabled() && smem_bytes(n, kTileRows, sums) <= kMaxSmem &&
+         n / kBlock >= kGemvThreads / 32 && 2 * tiles * other_blocks >= current_device().sm_count;
 }
 
 struct Plan {
