@@ -129,56 +129,27 @@ void launch_shape(const GemvArgs& a, int L, cudaStream_t stream) {
 // turn and leave each item's 16 sums in shared memory, which are added per row in kb order.
 template <TensorType T>
 __global__ void __launch_bounds__(kGemvThreads) gemv_tc_kernel(GemvParams p) {
-  using F = fmt::Format<T>;
   extern __shared__ float4 smem[];
   const GemvArgs& a = p.a;
   const int n = static_cast<int>(a.w.cols), n_kb = n / tc::kBlock;
   float* xs = reinterpret_cast<float*>(smem);
   const tc::Staged st = tc::carve(xs + n + 4, n);
   float* partial = st.xsum + n_kb * 8;  // [tile][kb][16]
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * p.rows_per_block;
-  const int64_t end = min(first + p.rows_per_block, a.w.rows);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-  const int tiles = static_cast<int>((end - first + tc::kTileRows - 1) / tc::kTileRows);
-  const int n_items = tiles * n_kb;
-  auto load = [&](int i) {
-    const int tile = i / n_kb, kb = i - tile * n_kb;
-    const uint8_t *blk[2], *tail[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int64_t row = min(first + tile * tc::kTileRows + g + 8 * r, end - 1);
-      const RowLocator<T> loc = locate_row<T>(a.w, 0, row);
-      blk[r] = loc.body + static_cast<int64_t>(kb) * F::kBodyBytes;
-      tail[r] = loc.tail + static_cast<int64_t>(kb) * F::kTailBytes;
-    }
-    return tc::Tc<T>::load(blk, tail, t);
-  };
+  const tc::CtaRows rows = tc::cta_rows(p.rows_per_block, a.w.rows, n_kb);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  auto load = [&](int i) { return tc::load_item<T>(a.w, 0, rows, i / n_kb, i % n_kb, lane); };
   typename tc::Tc<T>::Raw raw{};
-  if (warp < n_items) raw = load(warp);  // weights are constant: before the wait
-  if (p.prefetch) prefetch_weight_rows<T>(a.w, first, end);
+  if (warp < rows.n_items) raw = load(warp);  // weights are constant: before the wait
+  if (p.prefetch) prefetch_weight_rows<T>(a.w, rows.first, rows.end);
   const fmt::IqTables tables = stage_tables<T>(p.tables);
   pdl_wait();
   stage_input<kUnpadded>(a.in, a.x, n, a.norm, a.gate, a.group, a.eps, xs);
   tc::stage_fragments<T>(xs, n, st);
-  tc::pipelined(warp, n_items, kGemvThreads / 32, raw, load, [&](int i, const auto& item) {
-    const int tile = i / n_kb, kb = i - tile * n_kb;
-    const float2 v = tc::item_sum<T>(item, st, kb, lane, tables);
-    if (t == 0) {
-      float* out = partial + (tile * n_kb + kb) * tc::kTileRows;
-      out[g] = v.x;
-      out[g + 8] = v.y;
-    }
-  });
-  pdl_launch_dependents();
-  __syncthreads();
-  for (int j = threadIdx.x; j < end - first; j += kGemvThreads) {
-    const float* in = partial + (j / tc::kTileRows) * n_kb * tc::kTileRows + j % tc::kTileRows;
-    float sum = 0.f;
-    for (int kb = 0; kb < n_kb; ++kb) sum += in[kb * tc::kTileRows];
-    if (a.out == GemvOut::Add)
-      a.y[first + j] += sum;
-    else
-      a.y[first + j] = sum;
+  tc::sum_items<T>(rows, raw, load, st, n_kb, tables, partial);
+  for (int64_t j = threadIdx.x; j < rows.end - rows.first; j += kGemvThreads) {
+    const float sum = tc::row_total(partial, j, n_kb, tc::kTileRows);
+    float& y = a.y[rows.first + j];
+    y = a.out == GemvOut::Add ? y + sum : sum;
   }
 }
 

@@ -167,7 +167,6 @@ __global__ void __launch_bounds__(kGemvThreads) gate_up_kernel(GateUpParams p) {
 // of its slot; a warp item is a tile of both at one kb, sharing the input fragments.
 template <TensorType T>
 __global__ void __launch_bounds__(kGemvThreads) gate_up_tc_kernel(GateUpParams p) {
-  using F = fmt::Format<T>;
   extern __shared__ float4 smem[];
   __shared__ int32_t slot_ids[kMaxSlots + 1];
   __shared__ float slot_w[kMaxSlots + 1];
@@ -176,65 +175,44 @@ __global__ void __launch_bounds__(kGemvThreads) gate_up_tc_kernel(GateUpParams p
   float* xs = reinterpret_cast<float*>(smem);
   const tc::Staged st = tc::carve(xs + n + 4, n);
   float* partial = st.xsum + n_kb * 8;  // [tile][kb][gate 16 | up 16]; 2 floats per row
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * p.rows_per_block;
-  const int64_t end = min(first + p.rows_per_block, a.gate.rows);
+  const tc::CtaRows rows = tc::cta_rows(p.rows_per_block, a.gate.rows, n_kb);
   const int slot = blockIdx.y;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-  const int tiles = static_cast<int>((end - first + tc::kTileRows - 1) / tc::kTileRows);
-  const int n_items = tiles * n_kb;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   int64_t e = 0;  // this slot's expert, once known
   struct Raw {
     typename tc::Tc<T>::Raw gate, up;
   };
   auto load = [&](int i) {
-    const int tile = i / n_kb, kb = i - tile * n_kb;
-    const uint8_t *gate_blk[2], *gate_tail[2], *up_blk[2], *up_tail[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int64_t row = min(first + tile * tc::kTileRows + g + 8 * r, end - 1);
-      const RowLocator<T> gl = locate_row<T>(a.gate, e, row), ul = locate_row<T>(a.up, e, row);
-      gate_blk[r] = gl.body + static_cast<int64_t>(kb) * F::kBodyBytes;
-      gate_tail[r] = gl.tail + static_cast<int64_t>(kb) * F::kTailBytes;
-      up_blk[r] = ul.body + static_cast<int64_t>(kb) * F::kBodyBytes;
-      up_tail[r] = ul.tail + static_cast<int64_t>(kb) * F::kTailBytes;
-    }
-    return Raw{tc::Tc<T>::load(gate_blk, gate_tail, t), tc::Tc<T>::load(up_blk, up_tail, t)};
+    const int tile = i / n_kb, kb = i % n_kb;
+    return Raw{tc::load_item<T>(a.gate, e, rows, tile, kb, lane),
+               tc::load_item<T>(a.up, e, rows, tile, kb, lane)};
   };
   Raw raw{};
   const bool fixed = !p.routed && !a.ids;  // the shared expert: constant, before the wait
-  if (fixed && warp < n_items) raw = load(warp);
+  if (fixed && warp < rows.n_items) raw = load(warp);
   if (fixed && p.prefetch) {
-    prefetch_weight_rows<T>(a.gate, first, end);
-    prefetch_weight_rows<T>(a.up, first, end);
+    prefetch_weight_rows<T>(a.gate, rows.first, rows.end);
+    prefetch_weight_rows<T>(a.up, rows.first, rows.end);
   }
   const fmt::IqTables tables = stage_tables<T>(p.tables);
   pdl_wait();
   pick_slots(p, slot_ids, slot_w);
   stage_input<kUnpadded>(GemvIn::RmsNorm, a.x, n, a.norm, nullptr, 0, a.eps, xs);  // synchronises
   e = slot_ids[slot];
-  if (!fixed && warp < n_items) raw = load(warp);  // overlaps the fragment staging
+  if (!fixed && warp < rows.n_items) raw = load(warp);  // overlaps the fragment staging
   tc::stage_fragments<T>(xs, n, st);
-  tc::pipelined(warp, n_items, kGemvThreads / 32, raw, load, [&](int i, const Raw& item) {
-    const int tile = i / n_kb, kb = i - tile * n_kb;
-    const float2 gv = tc::item_sum<T>(item.gate, st, kb, lane, tables);
-    const float2 uv = tc::item_sum<T>(item.up, st, kb, lane, tables);
-    if (t == 0) {
-      float* out = partial + (tile * n_kb + kb) * 2 * tc::kTileRows;
-      out[g] = gv.x, out[g + 8] = gv.y;
-      out[tc::kTileRows + g] = uv.x, out[tc::kTileRows + g + 8] = uv.y;
-    }
+  tc::pipelined(warp, rows.n_items, kGemvThreads / 32, raw, load, [&](int i, const Raw& item) {
+    float* out = partial + i * 2 * tc::kTileRows;
+    tc::store_item(out, tc::item_sum<T>(item.gate, st, i % n_kb, lane, tables), lane);
+    tc::store_item(out + tc::kTileRows, tc::item_sum<T>(item.up, st, i % n_kb, lane, tables), lane);
   });
   pdl_launch_dependents();
   __syncthreads();
   const float scale = slot_w[slot];
-  for (int j = threadIdx.x; j < end - first; j += kGemvThreads) {
-    const float* in = partial + (j / tc::kTileRows) * n_kb * 2 * tc::kTileRows + j % tc::kTileRows;
-    float gs = 0.f, us = 0.f;
-    for (int kb = 0; kb < n_kb; ++kb) {
-      gs += in[kb * 2 * tc::kTileRows];
-      us += in[kb * 2 * tc::kTileRows + tc::kTileRows];
-    }
-    a.act[slot * a.gate.rows + first + j] = scale * (siluf(gs) * us);
+  for (int64_t j = threadIdx.x; j < rows.end - rows.first; j += kGemvThreads) {
+    const float gs = tc::row_total(partial, j, n_kb, 2 * tc::kTileRows);
+    const float us = tc::row_total(partial + tc::kTileRows, j, n_kb, 2 * tc::kTileRows);
+    a.act[slot * a.gate.rows + rows.first + j] = scale * (siluf(gs) * us);
   }
 }
 
@@ -301,7 +279,6 @@ __global__ void __launch_bounds__(kGemvThreads) down_kernel(DownParams p) {
 // lies in one slot and reads that slot's expert.
 template <TensorType T>
 __global__ void __launch_bounds__(kGemvThreads) down_tc_kernel(DownParams p) {
-  using F = fmt::Format<T>;
   extern __shared__ float4 smem[];
   __shared__ int64_t expert[kMaxSlots + 1];
   const DownArgs& a = p.a;
@@ -310,55 +287,28 @@ __global__ void __launch_bounds__(kGemvThreads) down_tc_kernel(DownParams p) {
   float* xs = reinterpret_cast<float*>(smem);
   const tc::Staged st = tc::carve(xs + n + 4, n);
   float* partial = st.xsum + n_kb * 8;  // [tile][kb][16]
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * p.rows_per_block;
-  const int64_t end = min(first + p.rows_per_block, a.down.rows);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-  const int tiles = static_cast<int>((end - first + tc::kTileRows - 1) / tc::kTileRows);
-  const int n_items = tiles * n_kb;
+  const tc::CtaRows rows = tc::cta_rows(p.rows_per_block, a.down.rows, n_kb);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   auto load = [&](int i) {
-    const int tile = i / n_kb, kb = i - tile * n_kb;
-    const int slot = kb / kb_per_slot, local_kb = kb - slot * kb_per_slot;
-    const int64_t e = a.ids ? expert[slot] : 0;
-    const uint8_t *blk[2], *tail[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int64_t row = min(first + tile * tc::kTileRows + g + 8 * r, end - 1);
-      const RowLocator<T> loc = locate_row<T>(a.down, e, row);
-      blk[r] = loc.body + static_cast<int64_t>(local_kb) * F::kBodyBytes;
-      tail[r] = loc.tail + static_cast<int64_t>(local_kb) * F::kTailBytes;
-    }
-    return tc::Tc<T>::load(blk, tail, t);
+    const int kb = i % n_kb, slot = kb / kb_per_slot;
+    return tc::load_item<T>(a.down, a.ids ? expert[slot] : 0, rows, i / n_kb,
+                            kb - slot * kb_per_slot, lane);
   };
   typename tc::Tc<T>::Raw raw{};
-  if (!a.ids && warp < n_items) raw = load(warp);  // a fixed matrix: before the wait
-  if (!a.ids && p.prefetch) prefetch_weight_rows<T>(a.down, first, end);
+  if (!a.ids && warp < rows.n_items) raw = load(warp);  // a fixed matrix: before the wait
+  if (!a.ids && p.prefetch) prefetch_weight_rows<T>(a.down, rows.first, rows.end);
   const fmt::IqTables tables = stage_tables<T>(p.tables);
   pdl_wait();
   for (int s = threadIdx.x; s < a.n_slots; s += blockDim.x) expert[s] = a.ids ? a.ids[s] : 0;
   stage_input<kUnpadded>(GemvIn::Plain, a.act, n, nullptr, nullptr, 0, 0.f, xs);  // synchronises
-  if (a.ids && warp < n_items) raw = load(warp);  // overlaps the fragment staging
+  if (a.ids && warp < rows.n_items) raw = load(warp);  // overlaps the fragment staging
   tc::stage_fragments<T>(xs, n, st);
-  tc::pipelined(warp, n_items, kGemvThreads / 32, raw, load, [&](int i, const auto& item) {
-    const int kb = i % n_kb;
-    const float2 v = tc::item_sum<T>(item, st, kb, lane, tables);
-    if (t == 0) {
-      float* out = partial + i * tc::kTileRows;
-      out[g] = v.x;
-      out[g + 8] = v.y;
-    }
-  });
-  pdl_launch_dependents();
-  __syncthreads();
-  for (int j = threadIdx.x; j < end - first; j += kGemvThreads) {
-    const float* in = partial + (j / tc::kTileRows) * n_kb * tc::kTileRows + j % tc::kTileRows;
-    float sum = 0.f;
-    for (int kb = 0; kb < n_kb; ++kb) sum += in[kb * tc::kTileRows];
-    const int64_t r = first + j;
+  tc::sum_items<T>(rows, raw, load, st, n_kb, tables, partial);
+  for (int64_t j = threadIdx.x; j < rows.end - rows.first; j += kGemvThreads) {
+    const int64_t r = rows.first + j;
+    float sum = tc::row_total(partial, j, n_kb, tc::kTileRows);
     if (a.extra) sum += a.extra[r];
-    if (a.store)
-      a.y[r] = sum;
-    else
-      a.y[r] += sum;
+    a.y[r] = a.store ? sum : a.y[r] + sum;
   }
 }
 

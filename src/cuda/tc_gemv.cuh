@@ -309,6 +309,52 @@ __device__ __forceinline__ float2 item_sum(const typename Tc<T>::Raw& raw, const
   return v;
 }
 
+// Stores an item's two row sums (held by the lanes with t = 0) at out[g] and out[g + 8].
+__device__ __forceinline__ void store_item(float* out, float2 v, int lane) {
+  if ((lane & 3) == 0) out[lane >> 2] = v.x, out[(lane >> 2) + 8] = v.y;
+}
+
+// A CTA's rows [first, end) (rows_per_block of `rows`, whole tiles) and its n_items warp items:
+// item i is tile i / n_kb at block i % n_kb.
+struct CtaRows {
+  int64_t first, end;
+  int n_items;
+};
+__device__ __forceinline__ CtaRows cta_rows(int rows_per_block, int64_t rows, int n_kb) {
+  CtaRows r;
+  r.first = static_cast<int64_t>(blockIdx.x) * rows_per_block;
+  r.end = min(r.first + rows_per_block, rows);
+  r.n_items = static_cast<int>((r.end - r.first + kTileRows - 1) / kTileRows) * n_kb;
+  return r;
+}
+
+// The bytes of block kb of rows g and g+8 (lane = 4g + t) of a tile of matrix m (expert e); rows
+// past the CTA's end read its last row instead (their sums are never used).
+template <TensorType T>
+__device__ __forceinline__ typename Tc<T>::Raw load_item(const Matrix& m, int64_t e,
+                                                         const CtaRows& rows, int tile, int kb,
+                                                         int lane) {
+  using F = fmt::Format<T>;
+  const uint8_t *blk[2], *tail[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t row = min(rows.first + tile * kTileRows + (lane >> 2) + 8 * r, rows.end - 1);
+    const RowLocator<T> loc = locate_row<T>(m, e, row);
+    blk[r] = loc.body + static_cast<int64_t>(kb) * F::kBodyBytes;
+    tail[r] = loc.tail + static_cast<int64_t>(kb) * F::kTailBytes;
+  }
+  return Tc<T>::load(blk, tail, lane & 3);
+}
+
+// Row j's (of the CTA) total over its item sums, laid out [tile][kb][stride] with the row's sum at
+// j % kTileRows, added in kb order.
+__device__ __forceinline__ float row_total(const float* partial, int64_t j, int n_kb, int stride) {
+  const float* in = partial + (j / kTileRows) * n_kb * stride + j % kTileRows;
+  float sum = 0.f;
+  for (int kb = 0; kb < n_kb; ++kb) sum += in[kb * stride];
+  return sum;
+}
+
 // Runs use(i, raw) over a warp's items i = first, first + stride, ... < n, loading each item's
 // bytes (load(i)) while the previous item is computed. The caller passes the first item's bytes,
 // loaded as early as their addresses are known (before the input staging, for fixed matrices
@@ -322,6 +368,20 @@ __device__ __forceinline__ void pipelined(int first, int n, int stride, Raw raw,
     use(i, raw);
     raw = next;
   }
+}
+
+// All of a warp's items (the first one's bytes given), each one's two row sums into
+// partial[i][kTileRows]; then lets the next kernel start and synchronises the block.
+template <TensorType T, class Load>
+__device__ __forceinline__ void sum_items(const CtaRows& rows, typename Tc<T>::Raw first,
+                                          Load&& load, const Staged& st, int n_kb,
+                                          const fmt::IqTables& tables, float* partial) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  pipelined(warp, rows.n_items, kGemvThreads / 32, first, load, [&](int i, const auto& item) {
+    store_item(partial + i * kTileRows, item_sum<T>(item, st, i % n_kb, lane, tables), lane);
+  });
+  pdl_launch_dependents();
+  __syncthreads();
 }
 
 // ---- Host side ----------------------------------------------------------------------------------
