@@ -3,9 +3,11 @@
 //
 // Why. The float decoders (formats.cuh) spend ~15 instructions per weight (Nsight Compute: the
 // Q4_K projections issue 12M warp instructions for 25M weights); with a few warps per scheduler
-// that chain, not memory, sets the time (DRAM 4-15 % busy). Here a warp turns 8 weights into
-// four f16 pairs with ~11 integer/half instructions and lets one mma.sync m16n8k16 do 256
-// multiply-adds: ~1.5 instructions per weight for Q4_K, ~3 for IQ2_XXS.
+// that chain, not memory, sets the time (DRAM 4-15 % busy). Here a lane turns 8 Q4_K weights
+// into four f16 pairs with ~11 integer/half instructions and one mma.sync m16n8k16 does 256
+// multiply-adds: by count of the operations, ~2 instructions per weight for Q4_K and ~3-4 for
+// IQ2_XXS (its grid lookups and sign bits cost more). Only where the shape fills the GPU
+// (usable() below); the other formats and shapes keep the float decoders.
 //
 // Exactness. Weights enter as small integers, exact in f16: Q4_K sc·q (≤ 63·15), IQ2_XXS
 // (2·ls+1)·grid·sign (≤ 31·43); the block's float factors (d, dmin, IQ2_XXS's d/8) are applied to
@@ -293,9 +295,9 @@ __device__ void stage_fragments(const float* xs, int n, const Staged& st) {
   __syncthreads();
 }
 
-// One warp item: this lane's shares of rows g and g+8 (lane = 4g + t) of a tile at block kb,
-// summed over the quad, so lanes with t = 0 hold the item's two results. blk/tail: block kb of
-// rows g and g+8.
+// One warp item: rows g and g+8 (lane = 4g + t) of a tile at block kb, from the raw bytes of
+// that block; the lanes' shares are summed over the quad, so every lane of it holds the item's
+// two results.
 template <TensorType T>
 __device__ __forceinline__ float2 item_sum(const typename Tc<T>::Raw& raw, const Staged& st, int kb,
                                            int lane, const fmt::IqTables& tables) {
