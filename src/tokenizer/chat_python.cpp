@@ -127,6 +127,26 @@ std::string json_float(double value) {
   return float_repr(value);
 }
 
+// Python's layout of a list or a dict, "[a, b]" or "{k: v, ...}"; json.dumps and repr differ only
+// in how they print the items and keys.
+template <class PrintItem, class PrintKey>
+void append_container(std::string& out, const Json& value, PrintItem&& print_item,
+                      PrintKey&& print_key) {
+  const bool dict = value.is_object();
+  out += dict ? '{' : '[';
+  bool first = true;
+  for (const auto& [key, item] : value.items()) {
+    if (!first) out += ", ";
+    first = false;
+    if (dict) {
+      print_key(out, key);
+      out += ": ";
+    }
+    print_item(out, item);
+  }
+  out += dict ? '}' : ']';
+}
+
 void dump(std::string& out, const Json& value) {
   switch (value.type()) {
     case Json::value_t::null:
@@ -147,30 +167,12 @@ void dump(std::string& out, const Json& value) {
     case Json::value_t::string:
       dump_string(out, value.get_ref<const std::string&>());
       break;
-    case Json::value_t::array: {
-      out += '[';
-      bool first = true;
-      for (const auto& item : value) {
-        if (!first) out += ", ";
-        first = false;
-        dump(out, item);
-      }
-      out += ']';
+    case Json::value_t::array:
+    case Json::value_t::object:
+      append_container(
+          out, value, [](std::string& o, const Json& item) { dump(o, item); },
+          [](std::string& o, const std::string& key) { dump_string(o, key); });
       break;
-    }
-    case Json::value_t::object: {
-      out += '{';
-      bool first = true;
-      for (const auto& [key, item] : value.items()) {
-        if (!first) out += ", ";
-        first = false;
-        dump_string(out, key);
-        out += ": ";
-        dump(out, item);
-      }
-      out += '}';
-      break;
-    }
     default:
       fail("chat template: a JSON value of type ", value.type_name(), " cannot be printed");
   }
@@ -187,30 +189,12 @@ void append_repr(std::string& out, const Json& value) {
     case Json::value_t::string:
       out += string_repr(value.get_ref<const std::string&>());
       break;
-    case Json::value_t::array: {
-      out += '[';
-      bool first = true;
-      for (const auto& item : value) {
-        if (!first) out += ", ";
-        first = false;
-        append_repr(out, item);
-      }
-      out += ']';
+    case Json::value_t::array:
+    case Json::value_t::object:
+      append_container(
+          out, value, [](std::string& o, const Json& item) { append_repr(o, item); },
+          [](std::string& o, const std::string& key) { o += string_repr(key); });
       break;
-    }
-    case Json::value_t::object: {
-      out += '{';
-      bool first = true;
-      for (const auto& [key, item] : value.items()) {
-        if (!first) out += ", ";
-        first = false;
-        out += string_repr(key);
-        out += ": ";
-        append_repr(out, item);
-      }
-      out += '}';
-      break;
-    }
     case Json::value_t::number_float:
       out += python_float_str(value.get<double>());
       break;
