@@ -383,11 +383,7 @@ struct Tc<KvBF16> {
   }
   __device__ static float round(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
   __device__ static void mma(float (&d)[4], const uint4& a, uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
+    mma_m16n8k16<true>(d, a, b0, b1);
   }
 };
 template <>
@@ -404,11 +400,7 @@ struct Tc<KvF16> {
   }
   __device__ static float round(float x) { return __half2float(__float2half_rn(x)); }
   __device__ static void mma(float (&d)[4], const uint4& a, uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
+    mma_m16n8k16<false>(d, a, b0, b1);
   }
 };
 

@@ -35,6 +35,26 @@ __device__ __forceinline__ void prefetch_l2(const uint8_t* p, int64_t bytes) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p + off));
 }
 
+// d += A · B on the tensor cores: one mma.sync m16n8k16 with float32 accumulators. A is the
+// row-major fragment {a.x, a.y, a.z, a.w}, B the column fragment {b0, b1}, each register a pair
+// of bf16 (Bf16) or f16 values. Shared by the decode attention and the quantised GEMVs.
+template <bool Bf16>
+__device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const uint4& a, uint32_t b0,
+                                             uint32_t b1) {
+  if constexpr (Bf16)
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
+  else
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
+}
+
 template <typename T>
 __device__ __forceinline__ T warp_sum(T v) {
 #pragma unroll

@@ -50,15 +50,11 @@ __device__ __forceinline__ uint32_t bits(__half2 h) {
   return u;
 }
 
-// c += A · B for one k-step; A = {a0, a1, a2, a3} in the m16n8k16 row-major fragment order
-// (rows g / g+8 at k = 2t, 2t+1, then at k = 2t+8, 2t+9), B = {b0, b1}.
+// c += A · B for one k-step (mma_m16n8k16 on f16): A = {a0, a1, a2, a3} in the fragment order
+// (rows g / g+8 at k = 2t, 2t+1, then at k = 2t+8, 2t+9), B = {b.x, b.y}.
 __device__ __forceinline__ void mma(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
                                     uint32_t a3, uint2 b) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b.x), "r"(b.y));
+  mma_m16n8k16<false>(c, make_uint4(a0, a1, a2, a3), b.x, b.y);
 }
 
 // The f16 pair (v, v) of a small non-negative integer v (< 1024): 1024 + v has v in its low
