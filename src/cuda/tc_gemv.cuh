@@ -80,8 +80,13 @@ struct Tc<TensorType::Q4_K> {
     uint4 head[2];  // d, dmin, scales of rows g and g+8
     uint4 q[2][2];  // the chunk's 32 bytes of each row
   };
-  __device__ static constexpr int col(int s, int j) {
+  __host__ __device__ static constexpr int col(int s, int j) {
     return 32 * (s & 1) + 4 * (s >> 1) + (j == 0 ? 0 : j == 1 ? 2 : j == 2 ? 1 : 3);
+  }
+  // The inverse: the k-step and slot of column c.
+  __host__ __device__ static constexpr int step_of(int c) { return 2 * ((c & 31) >> 2) + (c >> 5); }
+  __host__ __device__ static constexpr int slot_of(int c) {
+    return (c & 3) == 1 ? 2 : (c & 3) == 2 ? 1 : c & 3;
   }
   // blk[r]: the block's body for row r; tail unused.
   __device__ static Raw load(const uint8_t* const (&blk)[2], const uint8_t* const (&)[2], int t) {
@@ -156,9 +161,13 @@ struct Tc<TensorType::IQ2_XXS> {
     uint4 v[2];
     uint32_t d[2];
   };
-  __device__ static constexpr int col(int s, int j) {
+  __host__ __device__ static constexpr int col(int s, int j) {
     return 32 * (s >> 3) + 8 * ((s >> 1) & 3) + 4 * (s & 1) + j;
   }
+  __host__ __device__ static constexpr int step_of(int c) {
+    return 8 * (c >> 5) + 2 * ((c >> 3) & 3) + ((c >> 2) & 1);
+  }
+  __host__ __device__ static constexpr int slot_of(int c) { return c & 3; }
   __device__ static Raw load(const uint8_t* const (&blk)[2], const uint8_t* const (&tail)[2],
                              int t) {
     Raw raw;
@@ -245,48 +254,57 @@ __device__ inline Staged carve(void* at, int n) {
   return s;
 }
 
-// From the float input xs[n] (staged by stage_input, unpadded) to fragments; all threads take
-// part; ends synchronised.
+// step_of / slot_of invert col over the 64 columns of a chunk.
+template <TensorType T>
+constexpr bool inverse_holds() {
+  for (int s = 0; s < kSteps; ++s)
+    for (int j = 0; j < 4; ++j)
+      if (Tc<T>::step_of(Tc<T>::col(s, j)) != s || Tc<T>::slot_of(Tc<T>::col(s, j)) != j)
+        return false;
+  return true;
+}
+static_assert(inverse_holds<TensorType::Q4_K>() && inverse_holds<TensorType::IQ2_XXS>());
+
+// From the float input xs[n] (staged by stage_input, unpadded) to fragments, in one pass: a warp
+// takes a kb (lane: its values 8 lane .. 8 lane + 7, chunk lane / 8), finds the block's scale and
+// sums and writes its lanes' values straight into their fragment slots. All threads take part;
+// ends synchronised.
 template <TensorType T>
 __device__ void stage_fragments(const float* xs, int n, const Staged& st) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
-  const int n_kb = n / kBlock;
+  const int n_kb = n / kBlock, t = lane >> 3;
   for (int kb = warp; kb < n_kb; kb += n_warps) {
-    const float* v = xs + kb * kBlock + 8 * lane;  // sub-block lane / 4
+    const float4 v0 = *reinterpret_cast<const float4*>(xs + kb * kBlock + 8 * lane);
+    const float4 v1 = *reinterpret_cast<const float4*>(xs + kb * kBlock + 8 * lane + 4);
+    const float v[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
     float mx = 0.f, sum = 0.f;
 #pragma unroll
     for (int j = 0; j < 8; ++j) mx = fmaxf(mx, fabsf(v[j])), sum += v[j];
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, o));
-    if constexpr (Tc<T>::kSubSums) {
+    if constexpr (Tc<T>::kSubSums) {  // per 32 values: lanes 4q .. 4q + 3
       sum += __shfl_xor_sync(kFullMask, sum, 1);
       sum += __shfl_xor_sync(kFullMask, sum, 2);
       if ((lane & 3) == 0) st.xsum[kb * 8 + lane / 4] = sum;
     }
-    if (lane == 0) {
-      // max < 2^e; scale so that the largest value lands in [2^13, 2^14). Blocks of zeros,
-      // infinities or NaN keep scale 1 (the products then carry them as the float path would);
-      // below 2^-100 the scale stops growing (such values are noise to the sum).
-      int e = 14;
-      if (mx > 0.f && mx <= 3.4e38f) e = max(((__float_as_int(mx) >> 23) & 0xff) - 126, -100);
-      st.inv_scale[kb] = __int_as_float((e - 14 + 127) << 23);
-    }
-  }
-  __syncthreads();
-  for (int i = threadIdx.x; i < n_kb * kSteps * 4; i += blockDim.x) {
-    const int t = i & 3, s = (i >> 2) % kSteps, kb = i / (4 * kSteps);
-    const float scale = 1.f / st.inv_scale[kb];  // a power of two: exact
-    const float* v = xs + kb * kBlock + 64 * t;
-    __half hi[4], lo[4];
+    // max < 2^e; scale so that the largest value lands in [2^13, 2^14). Blocks of zeros,
+    // infinities or NaN keep scale 1 (the products then carry them as the float path would);
+    // below 2^-100 the scale stops growing (such values are noise to the sum).
+    int e = 14;
+    if (mx > 0.f && mx <= 3.4e38f) e = max(((__float_as_int(mx) >> 23) & 0xff) - 126, -100);
+    if (lane == 0) st.inv_scale[kb] = __int_as_float((e - 14 + 127) << 23);
+    const float scale = __int_as_float((14 - e + 127) << 23);  // powers of two: exact
+    __half* frag = reinterpret_cast<__half*>(st.xh + kb * kSteps * 8);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float x = v[Tc<T>::col(s, j)] * scale;
-      hi[j] = __float2half_rn(x);
-      lo[j] = __float2half_rn(x - __half2float(hi[j]));
+    for (int j = 0; j < 8; ++j) {
+      const int c = 8 * (lane & 7) + j;  // column within the chunk
+      const float x = v[j] * scale;
+      const __half hi = __float2half_rn(x);
+      // uint2 (s, t) of the hi part is frag entry s * 8 + t, of the lo part s * 8 + 4 + t.
+      __half* at = frag + 4 * (Tc<T>::step_of(c) * 8 + t) + Tc<T>::slot_of(c);
+      at[0] = hi;
+      at[16] = __float2half_rn(x - __half2float(hi));
     }
-    uint2* out = st.xh + (kb * kSteps + s) * 8;
-    out[t] = make_uint2(bits(__halves2half2(hi[0], hi[1])), bits(__halves2half2(hi[2], hi[3])));
-    out[4 + t] = make_uint2(bits(__halves2half2(lo[0], lo[1])), bits(__halves2half2(lo[2], lo[3])));
   }
   __syncthreads();
 }
