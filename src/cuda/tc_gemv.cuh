@@ -80,14 +80,14 @@ struct Tc<TensorType::Q4_K> {
     uint4 head[2];  // d, dmin, scales of rows g and g+8
     uint4 q[2][2];  // the chunk's 32 bytes of each row
   };
+  // Slots 0-3 take nibbles 0, 2, 1, 3 of a word: swapping 1 and 2 maps slot to nibble and back.
+  __host__ __device__ static constexpr int swap12(int i) { return i == 1 ? 2 : i == 2 ? 1 : i; }
   __host__ __device__ static constexpr int col(int s, int j) {
-    return 32 * (s & 1) + 4 * (s >> 1) + (j == 0 ? 0 : j == 1 ? 2 : j == 2 ? 1 : 3);
+    return 32 * (s & 1) + 4 * (s >> 1) + swap12(j);
   }
   // The inverse: the k-step and slot of column c.
   __host__ __device__ static constexpr int step_of(int c) { return 2 * ((c & 31) >> 2) + (c >> 5); }
-  __host__ __device__ static constexpr int slot_of(int c) {
-    return (c & 3) == 1 ? 2 : (c & 3) == 2 ? 1 : c & 3;
-  }
+  __host__ __device__ static constexpr int slot_of(int c) { return swap12(c & 3); }
   // blk[r]: the block's body for row r; tail unused.
   __device__ static Raw load(const uint8_t* const (&blk)[2], const uint8_t* const (&)[2], int t) {
     Raw raw;
