@@ -181,7 +181,7 @@ __device__ void stage_input(GemvIn mode, const float* x, int n, const float* nor
       ss = v0.x * v0.x + v0.y * v0.y + v0.z * v0.z + v0.w * v0.w + v1.x * v1.x + v1.y * v1.y +
            v1.z * v1.z + v1.w * v1.w;
     }
-    const float scale = rsqrtf(block_sum(ss, red) / n + eps);
+    const float scale = 1.0f / sqrtf(block_sum(ss, red) / n + eps);
     if (i < n) {
       float* o = xs + padded<GV>(i);
       *reinterpret_cast<float4*>(o) = make_float4(v0.x * scale * w0.x, v0.y * scale * w0.y,
