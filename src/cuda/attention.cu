@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <atomic>
 #include <type_traits>
+#include <vector>
 
 #include "cuda/check.h"
 #include "cuda/device.h"
@@ -721,12 +722,24 @@ DecodeKernel decode_kernel() {
   }
 }
 
-template <class F>
-void with_split(int split, F&& f) {
-  if (split == 128)
-    f.template operator()<128>();
-  else
-    f.template operator()<256>();
+// The tensor-core kernel's warps take whole tiles: 8 warps x 8 positions per split at least.
+template <class Kv>
+constexpr bool split_supported(int split) {
+  return (split == 32 && std::is_same_v<Kv, KvF32>) || split == 64 || split == 128 || split == 256;
+}
+
+// Calls f.operator()<BLK>() for split == BLK; fails for a size the cache type does not support.
+template <class Kv, int BLK = 32, class F>
+void with_split(KvType kv_type, int split, F&& f) {
+  if constexpr (BLK <= 256) {
+    if constexpr (split_supported<Kv>(BLK)) {
+      if (split == BLK) return f.template operator()<BLK>();
+    }
+    with_split<Kv, 2 * BLK>(kv_type, split, f);
+  } else {
+    fail("attention: split size ", split, " with a ", engine::kv_type_name(kv_type),
+         " cache (32 for float32 only, 64, 128 or 256)");
+  }
 }
 
 }  // namespace
@@ -740,11 +753,19 @@ void attn_prep(const AttnPrepArgs& a, cudaStream_t stream) {
   });
 }
 
+std::vector<int> attn_splits(KvType kv_type) {
+  std::vector<int> splits;
+  with_kv_type(kv_type, [&]<class Kv>() {
+    for (int s : {32, 64, 128, 256})
+      if (split_supported<Kv>(s)) splits.push_back(s);
+  });
+  return splits;
+}
+
 void attn_decode(const AttnArgs& a, cudaStream_t stream) {
-  if (a.split != 128 && a.split != 256) fail("attention: split size ", a.split, " (128 or 256)");
   if (a.ctas < 1 || a.ctas > kMaxCtas) fail("attention: ", a.ctas, " CTAs per KV head");
   with_kv_type(a.kv_type, [&]<class Kv>() {
-    with_split(a.split, [&]<int BLK>() {
+    with_split<Kv>(a.kv_type, a.split, [&]<int BLK>() {
       const DecodeKernel k = decode_kernel<Kv, BLK>();
       launch(k.fn, dim3(a.n_head_kv, a.ctas), dim3(kThreads), k.smem, stream, a);
     });
@@ -754,7 +775,7 @@ void attn_decode(const AttnArgs& a, cudaStream_t stream) {
 int attn_ctas_per_head(KvType kv_type, int split, int n_head_kv) {
   int per_sm = 0;
   with_kv_type(kv_type, [&]<class Kv>() {
-    with_split(split, [&]<int BLK>() {
+    with_split<Kv>(kv_type, split, [&]<int BLK>() {
       const DecodeKernel k = decode_kernel<Kv, BLK>();
       RL_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k.fn, kThreads, k.smem));
     });

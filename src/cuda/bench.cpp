@@ -175,8 +175,9 @@ void bench_kernel(const KernelBenchOptions& o, std::FILE* out) {
       fill_random(k.back().data(), kv, values, 2 * l + 1, 1.0f, s);
       fill_random(v.back().data(), kv, values, 2 * l + 2, 1.0f, s);
     }
-    const int max_ctas =
-        std::max(attn_ctas_per_head(kv, 128, kKv), attn_ctas_per_head(kv, 256, kKv));
+    const AttnGrid grid = attention_grid(kv, kKv);
+    int max_ctas = 1;
+    for (const auto& [split, ctas] : grid) max_ctas = std::max(max_ctas, ctas);
     DeviceBuffer q(kHeads * kAttnHeadDim * 4), qg(kHeads * 2 * kAttnHeadDim * 4),
         outb(kHeads * kAttnHeadDim * 4), pos(4);
     DeviceBuffer part_o(int64_t{kKv} * max_ctas * kAttnGroup * kAttnHeadDim * 4);
@@ -187,8 +188,8 @@ void bench_kernel(const KernelBenchOptions& o, std::FILE* out) {
       const int32_t last = static_cast<int32_t>(P - 1);
       RL_CUDA(cudaMemcpyAsync(pos.data(), &last, 4, cudaMemcpyHostToDevice, s));
       RL_CUDA(cudaStreamSynchronize(s));
-      const int split = attention_split_for(P - 1);
-      const int ctas = attn_ctas_per_head(kv, split, kKv);
+      const int split = attention_split_for(P - 1, grid);
+      const int ctas = grid.at(split);
       // The 12 layers' attention as one graph, as in a decode step.
       cudaGraph_t graph;
       RL_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));

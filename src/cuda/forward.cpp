@@ -98,7 +98,7 @@ void attention_block(const DeviceModel& m, const LayerGpu& L, SessionBuffers& s,
   at.q = s.q, at.k_cache = kv.k, at.v_cache = kv.v, at.kv_type = s.kv_type;
   at.max_ctx = s.max_ctx, at.pos = pos, at.n_head_kv = c.n_head_kv;
   at.split = opt.split;
-  at.ctas = opt.split == 128 ? s.attn_ctas_128 : s.attn_ctas_256;
+  at.ctas = s.attn_grid.at(opt.split);
   at.part_o = s.part_o, at.part_ml = s.part_ml;
   attn_decode(at, stream);
   note("attention split-K",
@@ -201,12 +201,12 @@ int64_t proj_rows(const model::Config& c) {
   return std::max(attn, dn);
 }
 
-int ctas_for(const model::Config& c, KvType kv, int split) {
-  return c.n_attention_layers() == 0 ? 1 : attn_ctas_per_head(kv, split, c.n_head_kv);
-}
-
+// Partials per KV head that a session keeps room for (1 without attention layers).
 int max_ctas(const model::Config& c, KvType kv) {
-  return std::max(ctas_for(c, kv, 128), ctas_for(c, kv, 256));
+  if (c.n_attention_layers() == 0) return 1;
+  int most = 1;
+  for (const auto& [split, ctas] : attention_grid(kv, c.n_head_kv)) most = std::max(most, ctas);
+  return most;
 }
 
 }  // namespace
@@ -262,9 +262,8 @@ SessionBuffers::SessionBuffers(const DeviceModel& model, int64_t max_ctx_, KvTyp
     deltanet.push_back(d);
   }
   state_bytes = p.offset;
-  attn_ctas_128 = ctas_for(c, kv_type, 128);
-  attn_ctas_256 = ctas_for(c, kv_type, 256);
-  attn_ctas = std::max(attn_ctas_128, attn_ctas_256);
+  attn_grid = attention_grid(kv_type, c.n_head_kv);
+  attn_ctas = max_ctas(c, kv_type);
   x = reinterpret_cast<float*>(at(c.n_embd * 4));
   proj = reinterpret_cast<float*>(at(proj_rows(c) * 4));
   q = reinterpret_cast<float*>(at(c.q_dim() * 4));
@@ -284,16 +283,33 @@ SessionBuffers::SessionBuffers(const DeviceModel& model, int64_t max_ctx_, KvTyp
   RL_CUDA(cudaMemset(base, 0, storage.bytes()));
 }
 
-int attention_split_for(int64_t position) {
+AttnGrid attention_grid(KvType kv_type, int n_head_kv) {
+  AttnGrid grid;
+  for (int split : attn_splits(kv_type))
+    grid[split] = attn_ctas_per_head(kv_type, split, n_head_kv);
+  return grid;
+}
+
+int attention_split_for(int64_t position, const AttnGrid& grid) {
   static const int forced = [] {
     const char* env = std::getenv("RL_ENGINE_ATTN_BLK");
     if (!env || !*env) return 0;
-    const int v = std::atoi(env);
-    if (v != 128 && v != 256) fail("RL_ENGINE_ATTN_BLK must be 128 or 256, not '", env, "'");
-    return v;
+    const std::string v = env;
+    for (int s : {32, 64, 128, 256})
+      if (v == std::to_string(s)) return s;
+    fail("RL_ENGINE_ATTN_BLK must be 32, 64, 128 or 256, not '", v, "'");
   }();
-  if (forced) return forced;
-  return position + 1 < 12288 ? 128 : 256;
+  if (grid.empty()) fail("attention: no split sizes for this cache type");
+  if (forced) {
+    if (!grid.count(forced))
+      fail("RL_ENGINE_ATTN_BLK=", forced, " is not available with this KV cache type (split ",
+           grid.begin()->first, " and up)");
+    return forced;
+  }
+  const int64_t n = position + 1;
+  for (const auto& [split, ctas] : grid)
+    if ((n + split - 1) / split <= ctas) return split;
+  return grid.rbegin()->first;
 }
 
 void enqueue_decode_step(const DeviceModel& m, SessionBuffers& s, const StepOptions& options,

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,11 @@
 #include "cuda/device_model.h"
 
 namespace rl::cuda {
+
+// CTAs per KV head of decode attention (a grid that fills the GPU once), by split size: every
+// size attn_splits allows for the cache type.
+using AttnGrid = std::map<int, int>;
+AttnGrid attention_grid(engine::KvType kv_type, int n_head_kv);
 
 // A session's device memory: KV cache, recurrent states, activations. Sized once.
 struct SessionBuffers {
@@ -21,8 +27,8 @@ struct SessionBuffers {
 
   int64_t max_ctx = 0;
   engine::KvType kv_type = engine::KvType::F32;
-  int attn_ctas_128 = 0, attn_ctas_256 = 0;  // attention CTAs per KV head for each split size
-  int attn_ctas = 0;                         // the larger: partials per KV head
+  AttnGrid attn_grid;  // attention CTAs per KV head for each split size
+  int attn_ctas = 0;   // the largest: partials per KV head
 
   struct AttentionState {
     void* k = nullptr;  // [n_head_kv][max_ctx][head_dim]
@@ -84,8 +90,9 @@ struct StepOptions {
 void enqueue_decode_step(const DeviceModel& m, SessionBuffers& s, const StepOptions& options,
                          const StepStreams& streams, StepObserver* observer = nullptr);
 
-// The split size for a step at `position`: 128 below 12288 positions, 256 from there, or
-// RL_ENGINE_ATTN_BLK when set (128 or 256).
-int attention_split_for(int64_t position);
+// The split size for a step at `position`: the smallest whose splits each get a CTA of their own
+// (so that short contexts keep as many SMs streaming as long ones), else the largest; or
+// RL_ENGINE_ATTN_BLK when set (one of the grid's sizes).
+int attention_split_for(int64_t position, const AttnGrid& grid);
 
 }  // namespace rl::cuda

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "engine/engine.h"
 #include "gguf/types.h"
@@ -146,8 +147,9 @@ constexpr int kAttnHeadDim = 256;
 constexpr int kAttnGroup = 8;  // query heads per KV head
 
 // Split-K decode attention over positions [0, *pos]: the positions are cut into splits of
-// `split` (128 or 256); CTA (g, y) handles KV head g and splits y, y + ctas, ... for all 8 query
-// heads of g, reading each K and V row once, and leaves one partial (unnormalised o, max, sum).
+// `split` (one of attn_splits); CTA (g, y) handles KV head g and splits y, y + ctas, ... for all 8
+// query heads of g, reading each K and V row once, and leaves one partial (unnormalised o, max,
+// sum).
 struct AttnArgs {
   const float* q = nullptr;  // [n_head][hd] from attn_prep
   const void* k_cache = nullptr;
@@ -162,6 +164,9 @@ struct AttnArgs {
   float* part_ml = nullptr;  // [n_head_kv][ctas][8][2]
 };
 void attn_decode(const AttnArgs& args, cudaStream_t stream);
+// The split sizes attn_decode supports for a cache type, ascending: 32 (float32 only), 64, 128,
+// 256.
+std::vector<int> attn_splits(engine::KvType kv_type);
 // CTAs per KV head that fill the GPU once for this configuration.
 int attn_ctas_per_head(engine::KvType kv_type, int split, int n_head_kv);
 

@@ -37,19 +37,31 @@ __device__ __forceinline__ uint32_t order_key(float x) {  // x1 < x2  <=>  key(x
 __device__ __forceinline__ float key_value(uint32_t k) {
   return __uint_as_float(k & 0x80000000u ? k & 0x7fffffffu : ~k);
 }
+// The keys of this lane's logits (indices lane + 32 j). All loads are issued before any value is
+// used: converting each value before loading the next (the NaN test branches on it) had made
+// the 16 loads 16 serial round trips to L2, 2.2 µs more per MoE layer (CUDA_DECODE.md, sixth
+// pass).
+__device__ __forceinline__ void load_keys(const float* logits, int n,
+                                          uint32_t (&key)[kMaxExperts / 32]) {
+  constexpr int J = kMaxExperts / 32;
+  const int lane = threadIdx.x & 31;
+  float x[J];
+#pragma unroll
+  for (int j = 0; j < J; ++j) x[j] = logits[min(lane + 32 * j, n - 1)];
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    // NaN and -inf rank last among the real experts (as -FLT_MAX, ties by index); padding has
+    // key 0, below every real expert, and is never chosen as k <= n.
+    // -0 counts as +0 (x + 0 turns it into +0), so equal logits stay ties.
+    const float v = x[j] == x[j] ? fmaxf(x[j], -FLT_MAX) + 0.f : -FLT_MAX;
+    key[j] = lane + 32 * j < n ? order_key(v) : 0u;
+  }
+}
 __device__ void warp_topk(const float* logits, int n, int k, const float* shared_logit,
                           int32_t* ids, float* weights) {
   const int lane = threadIdx.x & 31;
   uint32_t key[kMaxExperts / 32];
-#pragma unroll
-  for (int j = 0; j < kMaxExperts / 32; ++j) {
-    const int i = lane + 32 * j;
-    const float x = i < n ? logits[i] : 0.f;
-    // NaN and -inf rank last among the real experts (as -FLT_MAX, ties by index); padding has
-    // key 0, below every real expert, and is never chosen as k <= n.
-    // -0 counts as +0 (x + 0 turns it into +0), so equal logits stay ties.
-    key[j] = i < n ? order_key(x == x ? fmaxf(x, -FLT_MAX) + 0.f : -FLT_MAX) : 0u;
-  }
+  load_keys(logits, n, key);
   float my_logit = 0.f;  // lane r keeps the logit of round r
   for (int round = 0; round < k; ++round) {
     uint32_t local = 0;

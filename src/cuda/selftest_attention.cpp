@@ -1,5 +1,5 @@
 // Self-test of full attention for one token: Q/K norm + RoPE + append, split-K decode attention
-// and the merge, at edge lengths around the split sizes and long ones, for both split sizes and
+// and the merge, at edge lengths around the split sizes and long ones, for every split size and
 // all KV types, against float64. Cache rows past the position hold NaN, so reading one fails.
 #include <algorithm>
 #include <cstring>
@@ -171,7 +171,8 @@ void attention_case(Reporter& r, int L, int split, KvType kv, int ctas, bool che
 }  // namespace
 
 void test_attention(Reporter& r, uint64_t seed) {
-  std::vector<int> lengths = {1, 2, 127, 128, 129, 255, 256, 257, 1500, 12288, 40000};
+  std::vector<int> lengths = {1,   2,   31,  32,  33,  63,   64,    65,   127,
+                              128, 129, 255, 256, 257, 1500, 12288, 40000};
   std::vector<KvType> types = {KvType::F32, KvType::BF16, KvType::F16};
   if (r.options().quick) {
     lengths = {1, 129, 257, 1500};
@@ -180,7 +181,7 @@ void test_attention(Reporter& r, uint64_t seed) {
   for (KvType kv : types) {
     bool prep = true;
     for (int L : lengths)
-      for (int split : {128, 256}) {
+      for (int split : attn_splits(kv)) {
         attention_case(r, L, split, kv, 0, prep, seed++);
         prep = false;
       }
@@ -189,7 +190,9 @@ void test_attention(Reporter& r, uint64_t seed) {
   // warp's online softmax runs over many tiles).
   const int small_grid_len = r.options().quick ? 1500 : 12288;
   attention_case(r, small_grid_len, 128, KvType::F32, 3, false, seed++);
+  attention_case(r, small_grid_len - 7, 32, KvType::F32, 3, false, seed++);
   attention_case(r, small_grid_len, 128, KvType::BF16, 3, false, seed++);
+  attention_case(r, small_grid_len - 7, 64, KvType::BF16, 3, false, seed++);
   if (!r.options().quick) attention_case(r, small_grid_len + 5, 256, KvType::F16, 3, false, seed++);
 }
 

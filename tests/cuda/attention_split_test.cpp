@@ -1,0 +1,39 @@
+// The split-size rule of decode attention (host logic; no GPU needed): the smallest split size
+// whose splits each get a CTA of their own, else the largest. The expectations are worked out by
+// hand from that rule for an H200-like grid (132 CTAs per KV head in float32, 66 in bf16).
+#include <gtest/gtest.h>
+
+#ifdef RL_HAVE_CUDA
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "cuda/forward.h"
+
+namespace rl::cuda {
+namespace {
+
+TEST(AttentionSplit, SmallestSplitWhoseSplitsAllGetACta) {
+  const AttnGrid f32 = {{32, 132}, {64, 132}, {128, 132}, {256, 132}};
+  // {position + 1, split}: 132 x 32 = 4224, 132 x 64 = 8448, 132 x 128 = 16896, 132 x 256 = 33792.
+  const std::vector<std::pair<int64_t, int>> f32_cases = {
+      {1, 32},      {4096, 32},   {4224, 32},   {4225, 64},   {8448, 64},   {8449, 128},
+      {16896, 128}, {16897, 256}, {33792, 256}, {33793, 256}, {262144, 256}};
+  for (const auto& [n, split] : f32_cases)
+    EXPECT_EQ(attention_split_for(n - 1, f32), split) << n << " positions, float32";
+
+  const AttnGrid bf16 = {{64, 66}, {128, 66}, {256, 66}};  // 66 x 64 = 4224
+  const std::vector<std::pair<int64_t, int>> bf16_cases = {{1, 64},     {4224, 64},  {4225, 128},
+                                                           {8448, 128}, {8449, 256}, {262144, 256}};
+  for (const auto& [n, split] : bf16_cases)
+    EXPECT_EQ(attention_split_for(n - 1, bf16), split) << n << " positions, bf16";
+}
+
+}  // namespace
+}  // namespace rl::cuda
+
+#else
+TEST(AttentionSplit, NotBuilt) {
+  GTEST_SKIP() << "built without CUDA";
+}
+#endif
