@@ -64,6 +64,7 @@ CudaSession::CudaSession(const DeviceModel& model, const engine::SessionOptions&
   host_step_ = PinnedBuffer(2 * sizeof(int32_t));
   host_logits_ = PinnedBuffer(static_cast<size_t>(c.n_vocab) * sizeof(float));
   device_tables();  // uploads the lookup tables now, outside any graph capture
+  read_switches();
 }
 
 CudaSession::~CudaSession() {

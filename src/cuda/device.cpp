@@ -6,6 +6,7 @@
 
 #include "cuda/check.h"
 #include "cuda/cuda_engine.h"
+#include "util/error.h"
 
 namespace rl::cuda {
 
@@ -31,10 +32,8 @@ const DeviceInfo& info_of(int index) {
   return g_devices.emplace(index, std::move(info)).first->second;
 }
 
-// The diagnostic switches: a feature is on unless its variable is set to "0".
 bool switched_off(const char* variable) {
-  const char* v = std::getenv(variable);
-  return v && std::string(v) == "0";
+  return !switch_on(variable, std::getenv(variable));
 }
 
 }  // namespace
@@ -77,6 +76,21 @@ bool tensor_core_gemv_enabled() {
 bool side_stream_enabled() {
   static const bool on = !switched_off("RL_CUDA_SIDE");
   return on;
+}
+
+bool switch_on(const char* variable, const char* value) {
+  if (!value || !*value) return true;
+  const std::string v = value;
+  if (v == "1") return true;
+  if (v == "0") return false;
+  fail(variable, " must be 0 (off) or 1 (on), not '", v, "'");
+}
+
+void read_switches() {
+  pdl_enabled();
+  prefetch_enabled();
+  tensor_core_gemv_enabled();
+  side_stream_enabled();
 }
 
 bool gpu_available() {

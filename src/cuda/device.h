@@ -32,4 +32,11 @@ bool tensor_core_gemv_enabled();
 // Concurrent launches on a second stream (StepStreams); off with RL_CUDA_SIDE=0.
 bool side_stream_enabled();
 
+// The value of one of the switches above: unset or empty means the default (on), "1" on, "0"
+// off; anything else throws rl::Error naming the variable.
+bool switch_on(const char* variable, const char* value);
+// Reads every switch once (they are cached), so that a bad value fails with its message before
+// the first step, not inside a graph capture.
+void read_switches();
+
 }  // namespace rl::cuda
