@@ -176,8 +176,7 @@ void bench_kernel(const KernelBenchOptions& o, std::FILE* out) {
       fill_random(v.back().data(), kv, values, 2 * l + 2, 1.0f, s);
     }
     const AttnGrid grid = attention_grid(kv, kKv);
-    int max_ctas = 1;
-    for (const auto& [split, ctas] : grid) max_ctas = std::max(max_ctas, ctas);
+    const int max_ctas = most_ctas(grid);
     DeviceBuffer q(kHeads * kAttnHeadDim * 4), qg(kHeads * 2 * kAttnHeadDim * 4),
         outb(kHeads * kAttnHeadDim * 4), pos(4);
     DeviceBuffer part_o(int64_t{kKv} * max_ctas * kAttnGroup * kAttnHeadDim * 4);

@@ -202,11 +202,8 @@ int64_t proj_rows(const model::Config& c) {
 }
 
 // Partials per KV head that a session keeps room for (1 without attention layers).
-int max_ctas(const model::Config& c, KvType kv) {
-  if (c.n_attention_layers() == 0) return 1;
-  int most = 1;
-  for (const auto& [split, ctas] : attention_grid(kv, c.n_head_kv)) most = std::max(most, ctas);
-  return most;
+int partials_per_head(const model::Config& c, const AttnGrid& grid) {
+  return c.n_attention_layers() == 0 ? 1 : most_ctas(grid);
 }
 
 }  // namespace
@@ -220,7 +217,7 @@ uint64_t SessionBuffers::bytes_needed(const model::Config& c, int64_t max_ctx, K
     p.take(static_cast<uint64_t>(c.ssm_conv_kernel) * c.ssm_conv_channels() * 4);
     p.take(static_cast<uint64_t>(c.ssm_n_v_heads) * c.ssm_head_dim * c.ssm_head_dim * 4);
   }
-  const uint64_t ctas = max_ctas(c, kv_type);
+  const uint64_t ctas = partials_per_head(c, attention_grid(kv_type, c.n_head_kv));
   p.take(c.n_embd * 4);
   p.take(proj_rows(c) * 4);
   p.take(c.q_dim() * 4);
@@ -263,7 +260,7 @@ SessionBuffers::SessionBuffers(const DeviceModel& model, int64_t max_ctx_, KvTyp
   }
   state_bytes = p.offset;
   attn_grid = attention_grid(kv_type, c.n_head_kv);
-  attn_ctas = max_ctas(c, kv_type);
+  const uint64_t ctas = partials_per_head(c, attn_grid);
   x = reinterpret_cast<float*>(at(c.n_embd * 4));
   proj = reinterpret_cast<float*>(at(proj_rows(c) * 4));
   q = reinterpret_cast<float*>(at(c.q_dim() * 4));
@@ -275,9 +272,9 @@ SessionBuffers::SessionBuffers(const DeviceModel& model, int64_t max_ctx_, KvTyp
   sh_act = reinterpret_cast<float*>(at(c.shexp_ff * 4));
   sh_out = reinterpret_cast<float*>(at(c.n_embd * 4));
   part_o = reinterpret_cast<float*>(
-      at(static_cast<uint64_t>(c.n_head_kv) * attn_ctas * kAttnGroup * kAttnHeadDim * 4));
-  part_ml = reinterpret_cast<float*>(
-      at(static_cast<uint64_t>(c.n_head_kv) * attn_ctas * kAttnGroup * 2 * 4));
+      at(static_cast<uint64_t>(c.n_head_kv) * ctas * kAttnGroup * kAttnHeadDim * 4));
+  part_ml =
+      reinterpret_cast<float*>(at(static_cast<uint64_t>(c.n_head_kv) * ctas * kAttnGroup * 2 * 4));
   logits = reinterpret_cast<float*>(at(c.n_vocab * 4));
   step = reinterpret_cast<int32_t*>(at(2 * 4));
   RL_CUDA(cudaMemset(base, 0, storage.bytes()));
@@ -288,6 +285,12 @@ AttnGrid attention_grid(KvType kv_type, int n_head_kv) {
   for (int split : attn_splits(kv_type))
     grid[split] = attn_ctas_per_head(kv_type, split, n_head_kv);
   return grid;
+}
+
+int most_ctas(const AttnGrid& grid) {
+  int most = 1;
+  for (const auto& [split, ctas] : grid) most = std::max(most, ctas);
+  return most;
 }
 
 int attention_split_for(int64_t position, const AttnGrid& grid) {

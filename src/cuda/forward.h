@@ -17,6 +17,8 @@ namespace rl::cuda {
 // size attn_splits allows for the cache type.
 using AttnGrid = std::map<int, int>;
 AttnGrid attention_grid(engine::KvType kv_type, int n_head_kv);
+// The grid's largest CTA count (at least 1): the partials per KV head to keep room for.
+int most_ctas(const AttnGrid& grid);
 
 // A session's device memory: KV cache, recurrent states, activations. Sized once.
 struct SessionBuffers {
@@ -28,7 +30,6 @@ struct SessionBuffers {
   int64_t max_ctx = 0;
   engine::KvType kv_type = engine::KvType::F32;
   AttnGrid attn_grid;  // attention CTAs per KV head for each split size
-  int attn_ctas = 0;   // the largest: partials per KV head
 
   struct AttentionState {
     void* k = nullptr;  // [n_head_kv][max_ctx][head_dim]

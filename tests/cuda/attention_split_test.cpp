@@ -29,6 +29,11 @@ TEST(AttentionSplit, SmallestSplitWhoseSplitsAllGetACta) {
     EXPECT_EQ(attention_split_for(n - 1, bf16), split) << n << " positions, bf16";
 }
 
+TEST(AttentionSplit, PartialsAreTheLargestCtaCount) {
+  EXPECT_EQ(most_ctas({{32, 132}, {64, 140}, {128, 90}}), 140);
+  EXPECT_EQ(most_ctas({}), 1);
+}
+
 }  // namespace
 }  // namespace rl::cuda
 
