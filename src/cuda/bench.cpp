@@ -187,7 +187,7 @@ void bench_kernel(const KernelBenchOptions& o, std::FILE* out) {
       const int32_t last = static_cast<int32_t>(P - 1);
       RL_CUDA(cudaMemcpyAsync(pos.data(), &last, 4, cudaMemcpyHostToDevice, s));
       RL_CUDA(cudaStreamSynchronize(s));
-      const int split = attention_split_for(P - 1, grid);
+      const int split = attention_split_for(P - 1, grid, forced_attention_split());
       const int ctas = grid.at(split);
       // The 12 layers' attention as one graph, as in a decode step.
       cudaGraph_t graph;

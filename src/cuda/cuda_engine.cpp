@@ -154,7 +154,7 @@ void CudaSession::run_step(int32_t token) {
   auto* in = host_step_.as<int32_t>();
   in[0] = token;
   in[1] = static_cast<int32_t>(position_);
-  const int split = attention_split_for(position_, buffers_->attn_grid);
+  const int split = attention_split_for(position_, buffers_->attn_grid, forced_attention_split());
   if (use_graphs_) {
     RL_CUDA(cudaGraphLaunch(graph_for(split), stream_));
   } else {
@@ -170,7 +170,8 @@ void CudaSession::step_observed(int32_t token, StepObserver& observer) {
   auto* in = host_step_.as<int32_t>();
   in[0] = token;
   in[1] = static_cast<int32_t>(position_);
-  enqueue_step(attention_split_for(position_, buffers_->attn_grid), &observer);
+  enqueue_step(attention_split_for(position_, buffers_->attn_grid, forced_attention_split()),
+               &observer);
   RL_CUDA(cudaStreamSynchronize(stream_));
   ++position_;
   has_logits_ = true;

@@ -293,15 +293,20 @@ int most_ctas(const AttnGrid& grid) {
   return most;
 }
 
-int attention_split_for(int64_t position, const AttnGrid& grid) {
-  static const int forced = [] {
-    const char* env = std::getenv("RL_ENGINE_ATTN_BLK");
-    if (!env || !*env) return 0;
-    const std::string v = env;
-    for (int s : {32, 64, 128, 256})
-      if (v == std::to_string(s)) return s;
-    fail("RL_ENGINE_ATTN_BLK must be 32, 64, 128 or 256, not '", v, "'");
-  }();
+int parse_attention_split(const char* value) {
+  if (!value || !*value) return 0;
+  const std::string v = value;
+  for (int s : {32, 64, 128, 256})
+    if (v == std::to_string(s)) return s;
+  fail("RL_ENGINE_ATTN_BLK must be 32, 64, 128 or 256, not '", v, "'");
+}
+
+int forced_attention_split() {
+  static const int forced = parse_attention_split(std::getenv("RL_ENGINE_ATTN_BLK"));
+  return forced;
+}
+
+int attention_split_for(int64_t position, const AttnGrid& grid, int forced) {
   if (grid.empty()) fail("attention: no split sizes for this cache type");
   if (forced) {
     if (!grid.count(forced))

@@ -91,9 +91,14 @@ struct StepOptions {
 void enqueue_decode_step(const DeviceModel& m, SessionBuffers& s, const StepOptions& options,
                          const StepStreams& streams, StepObserver* observer = nullptr);
 
+// A value of RL_ENGINE_ATTN_BLK: 0 when unset or empty, else the split size it forces (32, 64,
+// 128 or 256); anything else throws rl::Error naming the variable.
+int parse_attention_split(const char* value);
+// RL_ENGINE_ATTN_BLK, read and checked once.
+int forced_attention_split();
 // The split size for a step at `position`: the smallest whose splits each get a CTA of their own
 // (so that short contexts keep as many SMs streaming as long ones), else the largest; or
-// RL_ENGINE_ATTN_BLK when set (one of the grid's sizes).
-int attention_split_for(int64_t position, const AttnGrid& grid);
+// `forced` (forced_attention_split(); 0 for none), which must be one of the grid's sizes.
+int attention_split_for(int64_t position, const AttnGrid& grid, int forced);
 
 }  // namespace rl::cuda
