@@ -34,9 +34,10 @@ using gguf::TensorType;
 
 // The lookup tables of the IQ formats (shared memory in kernels, host memory in host tests).
 struct IqTables {
-  const uint64_t* iq2xxs_grid;  // [256], byte j = magnitude of weight j
-  const uint32_t* iq3xxs_grid;  // [256]
-  const int8_t* iq4nl_values;   // [16]
+  const uint64_t* iq2xxs_grid;             // [256], byte j = magnitude of weight j
+  const uint32_t* iq3xxs_grid;             // [256]
+  const int8_t* iq4nl_values;              // [16]
+  const uint4* iq2xxs_grid_f16 = nullptr;  // [256], see DeviceTables (tensor-core path only)
 };
 
 RL_HD float mul(float a, float b) {

@@ -141,7 +141,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_tc_kernel(GemvParams p) {
   typename tc::Tc<T>::Raw raw{};
   if (warp < rows.n_items) raw = load(warp);  // weights are constant: before the wait
   if (p.prefetch) prefetch_weight_rows<T>(a.w, rows.first, rows.end);
-  const fmt::IqTables tables = stage_tables<T>(p.tables);
+  const fmt::IqTables tables = tc::stage_tables<T>(p.tables);
   pdl_wait();
   stage_input<kUnpadded>(a.in, a.x, n, a.norm, a.gate, a.group, a.eps, xs);
   tc::stage_fragments<T>(xs, n, st);

@@ -2,6 +2,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <array>
 #include <map>
 #include <mutex>
 
@@ -89,6 +90,14 @@ unsigned grid_for(int64_t n) {
   return static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 4096));
 }
 
+// The f16 bits of an integer 0 <= v < 2048 (exact).
+uint16_t small_int_to_f16(uint32_t v) {
+  if (v == 0) return 0;
+  int e = 0;
+  while ((v >> (e + 1)) != 0) ++e;  // 2^e <= v < 2^(e+1)
+  return static_cast<uint16_t>(((e + 15) << 10) | ((v << (10 - e)) & 0x3ffu));
+}
+
 }  // namespace
 
 const DeviceTables& device_tables() {
@@ -100,16 +109,22 @@ const DeviceTables& device_tables() {
   auto it = per_device.find(dev);
   if (it != per_device.end()) return it->second.second;
   namespace qt = quant::tables;
+  std::array<uint16_t, 8 * qt::iq2xxs_grid.size()> grid_f16;
+  for (size_t i = 0; i < grid_f16.size(); ++i)
+    grid_f16[i] = small_int_to_f16((qt::iq2xxs_grid[i / 8] >> (8 * (i % 8))) & 0xff);
   const size_t b2 = sizeof(qt::iq2xxs_grid), b3 = sizeof(qt::iq3xxs_grid),
-               b4 = sizeof(qt::kvalues_iq4nl);
-  DeviceBuffer buf(b2 + b3 + b4);
+               b4 = sizeof(qt::kvalues_iq4nl), b2h = sizeof(grid_f16);
+  DeviceBuffer buf(b2h + b2 + b3 + b4);  // the 16-byte entries first: aligned
   auto* base = buf.as<uint8_t>();
-  RL_CUDA(cudaMemcpy(base, qt::iq2xxs_grid.data(), b2, cudaMemcpyHostToDevice));
-  RL_CUDA(cudaMemcpy(base + b2, qt::iq3xxs_grid.data(), b3, cudaMemcpyHostToDevice));
-  RL_CUDA(cudaMemcpy(base + b2 + b3, qt::kvalues_iq4nl.data(), b4, cudaMemcpyHostToDevice));
-  DeviceTables t{reinterpret_cast<const uint64_t*>(base),
-                 reinterpret_cast<const uint32_t*>(base + b2),
-                 reinterpret_cast<const int8_t*>(base + b2 + b3)};
+  RL_CUDA(cudaMemcpy(base, grid_f16.data(), b2h, cudaMemcpyHostToDevice));
+  RL_CUDA(cudaMemcpy(base + b2h, qt::iq2xxs_grid.data(), b2, cudaMemcpyHostToDevice));
+  RL_CUDA(cudaMemcpy(base + b2h + b2, qt::iq3xxs_grid.data(), b3, cudaMemcpyHostToDevice));
+  RL_CUDA(cudaMemcpy(base + b2h + b2 + b3, qt::kvalues_iq4nl.data(), b4, cudaMemcpyHostToDevice));
+  DeviceTables t;
+  t.iq2xxs_grid_f16 = reinterpret_cast<const uint32_t*>(base);
+  t.iq2xxs_grid = reinterpret_cast<const uint64_t*>(base + b2h);
+  t.iq3xxs_grid = reinterpret_cast<const uint32_t*>(base + b2h + b2);
+  t.iq4nl_values = reinterpret_cast<const int8_t*>(base + b2h + b2 + b3);
   return per_device.emplace(dev, std::make_pair(std::move(buf), t)).first->second.second;
 }
 

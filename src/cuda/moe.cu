@@ -206,7 +206,7 @@ __global__ void __launch_bounds__(kGemvThreads) gate_up_tc_kernel(GateUpParams p
     prefetch_weight_rows<T>(a.gate, rows.first, rows.end);
     prefetch_weight_rows<T>(a.up, rows.first, rows.end);
   }
-  const fmt::IqTables tables = stage_tables<T>(p.tables);
+  const fmt::IqTables tables = tc::stage_tables<T>(p.tables);
   pdl_wait();
   pick_slots(p, slot_ids, slot_w);
   stage_input<kUnpadded>(GemvIn::RmsNorm, a.x, n, a.norm, nullptr, 0, a.eps, xs);  // synchronises
@@ -309,7 +309,7 @@ __global__ void __launch_bounds__(kGemvThreads) down_tc_kernel(DownParams p) {
   typename tc::Tc<T>::Raw raw{};
   if (!a.ids && warp < rows.n_items) raw = load(warp);  // a fixed matrix: before the wait
   if (!a.ids && p.prefetch) prefetch_weight_rows<T>(a.down, rows.first, rows.end);
-  const fmt::IqTables tables = stage_tables<T>(p.tables);
+  const fmt::IqTables tables = tc::stage_tables<T>(p.tables);
   pdl_wait();
   for (int s = threadIdx.x; s < a.n_slots; s += blockDim.x) expert[s] = a.ids ? a.ids[s] : 0;
   stage_input<kUnpadded>(GemvIn::Plain, a.act, n, nullptr, nullptr, 0, 0.f, xs);  // synchronises

@@ -178,6 +178,9 @@ struct Tc<TensorType::IQ2_XXS> {
     }
     return raw;
   }
+  // A lane's pair of elements e, e+1 of a grid entry is word e / 2 of its f16 form
+  // (tables.iq2xxs_grid_f16); the signs go into the pair's scale, so a pair costs a shift, a
+  // logic op and one f16 multiply.
   __device__ static float2 dot(const Raw& raw, const uint2* xh, float inv_scale, const float*,
                                int lane, const fmt::IqTables& tables) {
     float c[2][4] = {};  // two accumulator chains (even / odd k-steps)
@@ -193,11 +196,11 @@ struct Tc<TensorType::IQ2_XXS> {
       }
 #pragma unroll
       for (int l = 0; l < 4; ++l) {
-        uint64_t grid[2];
+        uint4 grid[2];
         uint32_t spread[2];  // sign bit 2p at bit 2p, bit 2p+1 at bit 2p+16
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-          grid[r] = tables.iq2xxs_grid[fmt::byte_of(idx[r], l)];
+          grid[r] = tables.iq2xxs_grid_f16[fmt::byte_of(idx[r], l)];
           const uint32_t sb = fmt::ksigns((aux[r] >> (7 * l)) & 127u);
           spread[r] = (sb & 0x55u) | ((sb & 0xAAu) << 15);
         }
@@ -208,15 +211,13 @@ struct Tc<TensorType::IQ2_XXS> {
           uint32_t a[2][2];
 #pragma unroll
           for (int r = 0; r < 2; ++r) {
-            const uint32_t word = static_cast<uint32_t>(grid[r] >> (32 * half));
 #pragma unroll
             for (int p = 0; p < 2; ++p) {
-              // Elements 4 half + 2p, +1: their magnitudes as f16 1024 + m (exact), their signs
-              // as the sign bits of the pair's scale.
-              const uint32_t m = __byte_perm(word, 0x64u, p ? 0x4342 : 0x4140);
-              const int e = 4 * half + 2 * p;
+              const int e = 4 * half + 2 * p;  // elements e, e + 1 of the entry
+              const uint32_t pair =
+                  half ? (p ? grid[r].w : grid[r].z) : (p ? grid[r].y : grid[r].x);
               const uint32_t sign = (spread[r] << (15 - e)) & 0x80008000u;
-              a[r][p] = bits(__hmul2(__hsub2(h2(m), h2(0x64006400u)), h2(scale[r] ^ sign)));
+              a[r][p] = bits(__hmul2(h2(pair), h2(scale[r] ^ sign)));
             }
           }
           mma(c[half], a[0][0], a[1][0], a[0][1], a[1][1], b);
@@ -233,6 +234,20 @@ struct Tc<TensorType::IQ2_XXS> {
 template <TensorType T>
 constexpr bool supported() {
   return T == TensorType::Q4_K || T == TensorType::IQ2_XXS;
+}
+
+// The lookup tables the tensor-core decoder of T reads, in shared memory (the caller synchronises
+// before use): IQ2_XXS's grid in its f16 form.
+template <TensorType T>
+__device__ fmt::IqTables stage_tables(const DeviceTables& g) {
+  fmt::IqTables t{nullptr, nullptr, nullptr};
+  if constexpr (T == TensorType::IQ2_XXS) {
+    __shared__ uint4 grid[256];
+    const uint4* from = reinterpret_cast<const uint4*>(g.iq2xxs_grid_f16);
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) grid[i] = from[i];
+    t.iq2xxs_grid_f16 = grid;
+  }
+  return t;
 }
 
 // ---- The staged input -------------------------------------------------------------------------
