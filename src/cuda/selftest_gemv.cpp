@@ -95,10 +95,12 @@ void test_gemv(Reporter& r, uint64_t seed) {
   };
   // Partial row groups, rows shorter than a warp's granules (down to one block), long rows
   // whose granule count is not a power of two, many blocks of rows.
-  // The last two take the tensor-core path for Q4_K / IQ2_XXS (enough tiles of 16 rows for half
-  // the SMs of an H200): a tile with one row, 17 blocks per row.
-  std::vector<Shape> shapes = {{1, 256},     {37, 512}, {300, 2048}, {129, 4352},
-                               {2500, 2048}, {5, 32},   {1057, 4352}};
+  // The 2048-column shapes of >= 1100 rows and the last one take the tensor-core path for Q4_K /
+  // IQ2_XXS (enough tiles of 16 rows for half the SMs of an H200): a tile with one row, 17
+  // blocks per row. The three consecutive 2048-column ones give every type all three inputs
+  // there, the one-pass RMSNorm among them.
+  std::vector<Shape> shapes = {{1, 256},     {37, 512},    {300, 2048}, {129, 4352}, {2500, 2048},
+                               {1100, 2048}, {1500, 2048}, {5, 32},     {1057, 4352}};
   if (r.options().quick) shapes = {{37, 512}, {129, 4352}, {5, 32}};
   const GemvIn ins[] = {GemvIn::Plain, GemvIn::RmsNorm, GemvIn::GatedRmsNorm};
   int variant = 0;
