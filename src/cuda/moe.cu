@@ -125,10 +125,10 @@ __device__ void pick_slots(const GateUpParams& p, int32_t* slot_ids, float* slot
   }
 }
 
-// R rows of gate and R of up per lane group, the granule loop unrolled U times. Launched with
-// R = 1, U = 4: R = 2 for one granule per lane (more loads in flight per lane, half the blocks)
-// was slower once the grids were one resident wave (see gemv.cu).
-template <TensorType T, int R, int U>
+// One row of gate and one of up per lane group, the granule loop unrolled 4 times: two rows of
+// each per lane group (more loads in flight per lane, half the blocks) was slower once the grids
+// were one resident wave (see gemv.cu).
+template <TensorType T>
 __global__ void __launch_bounds__(kGemvThreads) gate_up_kernel(GateUpParams p) {
   using F = fmt::Format<T>;
   extern __shared__ float4 smem[];
@@ -152,26 +152,17 @@ __global__ void __launch_bounds__(kGemvThreads) gate_up_kernel(GateUpParams p) {
   const int64_t e = slot_ids[slot];
   const float scale = slot_w[slot];
 
-  const int L = p.lanes, sub = lane & (L - 1), groups = 32 / L, rows_per_pass = groups * R;
+  const int L = p.lanes, sub = lane & (L - 1), rows_per_pass = 32 / L;
   const int n_gran = static_cast<int>(a.gate.cols / F::kGranuleValues);
   for (int64_t r0 = first + warp * rows_per_pass; r0 < end; r0 += 8 * rows_per_pass) {
     if (r0 + 8 * rows_per_pass >= end) pdl_launch_dependents();
-    int64_t row[R];
-    RowLocator<T> loc[2 * R];  // gate rows, then up rows
-#pragma unroll
-    for (int k = 0; k < R; ++k) {
-      row[k] = r0 + lane / L + k * groups;
-      const int64_t rc = min(row[k], end - 1);  // clamped: no branch around loads
-      loc[k] = locate_row<T>(a.gate, e, rc);
-      loc[R + k] = locate_row<T>(a.up, e, rc);
-    }
-    float v[2 * R];
-    rows_dot<T, 2 * R, U>(n_gran, sub, L, xs, tables, loc, v);
-#pragma unroll
-    for (int k = 0; k < R; ++k) {
-      const float g = group_sum(v[k], L), u = group_sum(v[R + k], L);
-      if (sub == 0 && row[k] < end) a.act[slot * a.gate.rows + row[k]] = scale * (siluf(g) * u);
-    }
+    const int64_t row = r0 + lane / L;
+    const int64_t rc = min(row, end - 1);  // clamped: no branch around loads
+    const RowLocator<T> loc[2] = {locate_row<T>(a.gate, e, rc), locate_row<T>(a.up, e, rc)};
+    float v[2];
+    rows_dot<T, 2, 4>(n_gran, sub, L, xs, tables, loc, v);
+    const float g = group_sum(v[0], L), u = group_sum(v[1], L);
+    if (sub == 0 && row < end) a.act[slot * a.gate.rows + row] = scale * (siluf(g) * u);
   }
 }
 
@@ -326,9 +317,8 @@ __global__ void __launch_bounds__(kGemvThreads) down_tc_kernel(DownParams p) {
 
 // Rows per block so that the grid (times other_blocks) is at most target_blocks, the blocks
 // resident at once (resident_blocks): one wave.
-int rows_per_block_for(int64_t rows, int L, int64_t other_blocks, int64_t target_blocks,
-                       int R = 1) {
-  const int rows_per_pass = 8 * (32 / L) * R;
+int rows_per_block_for(int64_t rows, int L, int64_t other_blocks, int64_t target_blocks) {
+  const int rows_per_pass = 8 * (32 / L);
   const int64_t per_pass = rows_per_pass * target_blocks;
   int64_t passes = (rows * other_blocks + per_pass - 1) / per_pass;  // one wave
   passes = passes < 1 ? 1 : (passes > 16 ? 16 : passes);
@@ -385,24 +375,20 @@ void moe_gate_up(const GateUpArgs& a, cudaStream_t stream) {
         return;
       }
     }
-    auto go = [&]<int R, int U>() {
-      const size_t smem = padded_size<F::kGranuleValues>(a.gate.cols) * sizeof(float);
-      allow_smem(gate_up_kernel<T, R, U>, smem);
-      const int64_t resident = resident_blocks(gate_up_kernel<T, R, U>, smem);
-      GateUpParams p{a,
-                     a.route ? *a.route : RouteArgs{},
-                     a.route != nullptr,
-                     device_tables(),
-                     L,
-                     rows_per_block_for(a.gate.rows, L, a.n_slots, resident, R),
-                     prefetch_enabled()};
-      p.a.route = nullptr;
-      const dim3 grid(
-          static_cast<unsigned>((a.gate.rows + p.rows_per_block - 1) / p.rows_per_block),
-          static_cast<unsigned>(a.n_slots));
-      launch(gate_up_kernel<T, R, U>, grid, dim3(kGemvThreads), smem, stream, p);
-    };
-    go.template operator()<1, 4>();
+    const size_t smem = padded_size<F::kGranuleValues>(a.gate.cols) * sizeof(float);
+    allow_smem(gate_up_kernel<T>, smem);
+    const int64_t resident = resident_blocks(gate_up_kernel<T>, smem);
+    GateUpParams p{a,
+                   a.route ? *a.route : RouteArgs{},
+                   a.route != nullptr,
+                   device_tables(),
+                   L,
+                   rows_per_block_for(a.gate.rows, L, a.n_slots, resident),
+                   prefetch_enabled()};
+    p.a.route = nullptr;
+    const dim3 grid(static_cast<unsigned>((a.gate.rows + p.rows_per_block - 1) / p.rows_per_block),
+                    static_cast<unsigned>(a.n_slots));
+    launch(gate_up_kernel<T>, grid, dim3(kGemvThreads), smem, stream, p);
   });
   if (!ok) fail("MoE gate/up: the CUDA kernels do not decode ", gguf::type_name(a.gate.type));
 }
