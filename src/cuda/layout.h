@@ -6,6 +6,7 @@
 // the scale fields) and its "tail" (the scale fields), stored in two arrays with the same block
 // order. Values and byte counts are unchanged; the bodies of most types become 16-byte aligned.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <optional>
 
@@ -28,5 +29,10 @@ std::optional<BlockLayout> block_layout(gguf::TensorType type);
 // Splits n_blocks consecutive file blocks into n_blocks bodies and n_blocks tails.
 void split_blocks(const BlockLayout& layout, const uint8_t* src, int64_t n_blocks, uint8_t* body,
                   uint8_t* tail);
+
+// IQ2_XXS's grid for the tensor-core decoder: entry i's 8 magnitudes (byte j of
+// quant::tables::iq2xxs_grid[i]) as f16 bits at [8 i + j]. The magnitudes are small integers,
+// exact in f16, so one 16-byte lookup gives the decoder its f16 pairs with no conversion.
+std::array<uint16_t, 2048> iq2xxs_grid_f16();
 
 }  // namespace rl::cuda

@@ -2,7 +2,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <array>
 #include <map>
 #include <mutex>
 
@@ -10,6 +9,7 @@
 #include "cuda/check.h"
 #include "cuda/gemv_core.cuh"
 #include "cuda/launch.cuh"
+#include "cuda/layout.h"
 #include "quant/iq_tables.h"
 
 namespace rl::cuda {
@@ -90,14 +90,6 @@ unsigned grid_for(int64_t n) {
   return static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 4096));
 }
 
-// The f16 bits of an integer 0 <= v < 2048 (exact).
-uint16_t small_int_to_f16(uint32_t v) {
-  if (v == 0) return 0;
-  int e = 0;
-  while ((v >> (e + 1)) != 0) ++e;  // 2^e <= v < 2^(e+1)
-  return static_cast<uint16_t>(((e + 15) << 10) | ((v << (10 - e)) & 0x3ffu));
-}
-
 }  // namespace
 
 const DeviceTables& device_tables() {
@@ -109,9 +101,7 @@ const DeviceTables& device_tables() {
   auto it = per_device.find(dev);
   if (it != per_device.end()) return it->second.second;
   namespace qt = quant::tables;
-  std::array<uint16_t, 8 * qt::iq2xxs_grid.size()> grid_f16;
-  for (size_t i = 0; i < grid_f16.size(); ++i)
-    grid_f16[i] = small_int_to_f16((qt::iq2xxs_grid[i / 8] >> (8 * (i % 8))) & 0xff);
+  const std::array<uint16_t, 2048> grid_f16 = iq2xxs_grid_f16();
   const size_t b2 = sizeof(qt::iq2xxs_grid), b3 = sizeof(qt::iq3xxs_grid),
                b4 = sizeof(qt::kvalues_iq4nl), b2h = sizeof(grid_f16);
   DeviceBuffer buf(b2h + b2 + b3 + b4);  // the 16-byte entries first: aligned

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #ifdef RL_HAVE_CUDA
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -56,6 +57,23 @@ TEST_P(CudaDecoder, BitExactWithGgml) {
 INSTANTIATE_TEST_SUITE_P(Types, CudaDecoder,
                          ::testing::Values("f32", "f16", "bf16", "q8_0", "q2_K", "q3_K", "q4_K",
                                            "q5_K", "q6_K", "iq2_xxs", "iq3_xxs", "iq4_xs"));
+
+// The tensor-core decoder's f16 grid against the byte grid, each f16 decoded here from its
+// sign, exponent and mantissa fields.
+TEST(CudaLayout, Iq2xxsGridF16HoldsTheMagnitudes) {
+  const std::array<uint16_t, 2048> f16 = iq2xxs_grid_f16();
+  for (size_t i = 0; i < f16.size(); ++i) {
+    const uint16_t h = f16[i];
+    const int exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
+    ASSERT_EQ(h >> 15, 0) << "entry " << i / 8 << " value " << i % 8;
+    ASSERT_NE(exponent, 0x1f) << "entry " << i / 8 << " value " << i % 8;  // no inf / NaN
+    const double value =
+        exponent == 0 ? std::ldexp(mantissa, -24) : std::ldexp(1024 + mantissa, exponent - 25);
+    const double want =
+        static_cast<double>((quant::tables::iq2xxs_grid[i / 8] >> (8 * (i % 8))) & 0xff);
+    ASSERT_EQ(value, want) << "entry " << i / 8 << " value " << i % 8;
+  }
+}
 
 TEST(CudaLayout, SplitKeepsEveryByte) {
   // Body + tail sizes add up to the block, and split_blocks moves the scale bytes to the tail.
