@@ -756,7 +756,7 @@ void attn_prep(const AttnPrepArgs& a, cudaStream_t stream) {
 std::vector<int> attn_splits(KvType kv_type) {
   std::vector<int> splits;
   with_kv_type(kv_type, [&]<class Kv>() {
-    for (int s : {32, 64, 128, 256})
+    for (int s : kAttnSplitSizes)
       if (split_supported<Kv>(s)) splits.push_back(s);
   });
   return splits;

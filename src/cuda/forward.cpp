@@ -296,7 +296,7 @@ int most_ctas(const AttnGrid& grid) {
 int parse_attention_split(const char* value) {
   if (!value || !*value) return 0;
   const std::string v = value;
-  for (int s : {32, 64, 128, 256})
+  for (int s : kAttnSplitSizes)
     if (v == std::to_string(s)) return s;
   fail("RL_ENGINE_ATTN_BLK must be 32, 64, 128 or 256, not '", v, "'");
 }

@@ -167,8 +167,10 @@ struct AttnArgs {
   float* part_ml = nullptr;  // [n_head_kv][ctas][8][2]
 };
 void attn_decode(const AttnArgs& args, cudaStream_t stream);
-// The split sizes attn_decode supports for a cache type, ascending: 32 (float32 only), 64, 128,
-// 256.
+// Every split size attn_decode has kernels for, ascending (32 for float32 caches only).
+constexpr int kAttnSplitSizes[] = {32, 64, 128, 256};
+// The split sizes attn_decode supports for a cache type, ascending: kAttnSplitSizes less those
+// the type cannot use.
 std::vector<int> attn_splits(engine::KvType kv_type);
 // CTAs per KV head that fill the GPU once for this configuration.
 int attn_ctas_per_head(engine::KvType kv_type, int split, int n_head_kv);
