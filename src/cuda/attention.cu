@@ -369,9 +369,12 @@ __global__ void __launch_bounds__(kThreads, 2) attn_decode_kernel(AttnArgs a) {
 //    32 (s / 2) + 8 t + 4 (s % 2) + e, so lane (g, t) loads K[row g][32 c + 8 t .. + 7], c < 8;
 //  - values: m-tile m = 4 c + j, row g is dim 64 c + 8 g + 2 j, row g + 8 is that dim + 1, so lane
 //    (g, t) loads V[row 2t or 2t + 1][64 c + 8 g .. + 7], c < 4.
-// Per 8 positions a warp issues 16 LDG.128 (8 KiB for the warp), 32 MMAs and 32 permutes; the
-// next tile's loads are issued before the current one is used, so each warp keeps 8-16 KiB in
-// flight without depending on occupancy.
+// Per 8 positions a warp reads 8 KiB, issues 32 MMAs and 32 permutes; the next tiles' copies are
+// issued before the current one is used, so each warp keeps 8-16 KiB in flight without
+// depending on occupancy. On sm_90 a tile arrives as 16 bulk copies of whole rows (one per lane,
+// completion counted on an mbarrier): the earlier per-lane 16-byte cp.async kept the shared-memory
+// pipe busy (Nsight Compute at 128K positions: short-scoreboard and MIO-throttle stalls first,
+// DRAM at 2.7 TB/s). Rows are padded in shared memory so that the fragment reads use every bank.
 template <class Kv>
 struct Tc;
 template <>
@@ -407,17 +410,23 @@ struct Tc<KvF16> {
 
 constexpr int kTcSteps = kHD / 16;  // k-steps of the score MMA, m-tiles of the value MMA
 constexpr int kTile = 8;            // positions per warp step
-constexpr int kSlots = 16;          // 16-byte loads per lane and tile: 8 of K, 8 of V
-// Shared memory of the ring of `stages` tiles per warp plus the q fragments: 3 stages (200 KiB,
+// A warp's tile in shared memory: rows 0-7 are K of positions p..p+7, rows 8-15 V, each padded
+// from 512 to 528 bytes: the fragment reads (8 rows at one column, or 2 rows at 8 columns) then
+// fall in distinct banks.
+constexpr int kRowBytes = kHD * 2, kRowStride = kRowBytes + 16;
+constexpr int kTileBytes = 2 * kTile * kRowStride;
+// Shared memory of the ring of `stages` tiles per warp plus the q fragments: 3 stages (206 KiB,
 // two tiles = 16 KiB per warp in flight while one is used) where the GPU grants it (sm_90),
-// 1 stage (72 KiB) elsewhere.
+// 1 stage (74 KiB) elsewhere.
 constexpr int tc_smem(int stages) {
-  return (kThreads / 32) * stages * kSlots * 32 * 16 + kTcSteps * 32 * 16;
+  return (kThreads / 32) * stages * kTileBytes + kTcSteps * 32 * 16;
 }
 
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
-  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem),
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_u32(smem)), "l"(gmem),
                "r"(valid ? 16 : 0)
                : "memory");
 }
@@ -429,22 +438,80 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
-// Copies the tile at position p into this lane's slots (slot c < 8: K[row g][32 c + 8 t ..],
-// slot 8 + 4 r + c: V[row 2t + r][64 c + 8 g ..]). Rows at or past n are zero-filled, never
-// read (they may be NaN, or beyond the cache: the address is clamped to the tile's first row).
-// Each lane reads back only what it copied itself, so no barrier is needed, only the wait.
-__device__ __forceinline__ void tc_issue(uint4* slots, const uint16_t* K, const uint16_t* V, int p,
-                                         int n, int g, int t) {
-  const int kr = p + g < n ? p + g : p;
-  const uint16_t* ks = K + static_cast<int64_t>(kr) * kHD + 8 * t;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+constexpr bool kBulkCopies = true;
+__device__ __forceinline__ void mbar_init(uint64_t* bar) {
+  asm volatile("mbarrier.init.shared.b64 [%0], 1;" ::"r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_expect(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes)
+               : "memory");
+}
+// A copy that never lands (a bad address) traps instead of hanging the GPU.
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  for (uint32_t spins = 0;; ++spins) {
+    uint32_t done;
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n"
+        "}\n"
+        : "=r"(done)
+        : "r"(smem_u32(bar)), "r"(parity)
+        : "memory");
+    if (done) return;
+    if (spins == (1u << 26)) __trap();
+  }
+}
+__device__ __forceinline__ void bulk_copy(void* smem, const void* gmem, uint32_t bytes,
+                                          uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
+          "r"(smem_u32(smem)),
+      "l"(gmem), "r"(bytes), "r"(smem_u32(bar))
+      : "memory");
+}
+#else
+constexpr bool kBulkCopies = false;
+#endif
+
+// Copies K and V rows p .. p + 7 into a warp's tile; V rows at or past n are zero (they meet a
+// probability of 0, and uninitialised memory may hold NaN), K rows there are never used (their
+// scores are masked). sm_90: lane 0 announces the tile's bytes on its mbarrier, lane j < 16
+// copies row j with one bulk copy. Before sm_90: cp.async of the 16-byte pieces each lane later
+// reads itself (so the wait needs no warp barrier), zero-filled past n.
+__device__ __forceinline__ void tc_issue(uint8_t* tile, uint64_t* bar, const uint16_t* K,
+                                         const uint16_t* V, int p, int n, int lane) {
+  if constexpr (kBulkCopies) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const int rows = min(kTile, n - p);
+    if (lane == 0) mbar_expect(bar, static_cast<uint32_t>(2 * rows * kRowBytes));
+    __syncwarp();
+    const int r = lane & (kTile - 1);
+    const uint16_t* src = (lane < kTile ? K : V) + static_cast<int64_t>(p + r) * kHD;
+    if (lane < 2 * kTile && r < rows) bulk_copy(tile + lane * kRowStride, src, kRowBytes, bar);
+    if (rows < kTile) {  // the last tile: zero the V rows past n
+      for (int row = rows; row < kTile; ++row)
+        reinterpret_cast<uint4*>(tile + (kTile + row) * kRowStride)[lane] = make_uint4(0, 0, 0, 0);
+    }
+#endif
+  } else {
+    const int g = lane >> 2, t = lane & 3;
+    const int kr = p + g < n ? p + g : p;  // clamped into the cache; the copy is zero-filled
+    const uint16_t* ks = K + static_cast<int64_t>(kr) * kHD + 8 * t;
 #pragma unroll
-  for (int c = 0; c < 8; ++c) cp_async16(&slots[c * 32], ks + 32 * c, p + g < n);
+    for (int c = 0; c < 8; ++c)
+      cp_async16(tile + g * kRowStride + 64 * c + 16 * t, ks + 32 * c, p + g < n);
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = p + 2 * t + r, vr = row < n ? row : p;
-    const uint16_t* vs = V + static_cast<int64_t>(vr) * kHD + 8 * g;
+    for (int r = 0; r < 2; ++r) {
+      const int row = p + 2 * t + r, vr = row < n ? row : p;
+      const uint16_t* vs = V + static_cast<int64_t>(vr) * kHD + 8 * g;
 #pragma unroll
-    for (int c = 0; c < 4; ++c) cp_async16(&slots[(8 + 4 * r + c) * 32], vs + 64 * c, row < n);
+      for (int c = 0; c < 4; ++c)
+        cp_async16(tile + (kTile + 2 * t + r) * kRowStride + 128 * c + 16 * g, vs + 64 * c,
+                   row < n);
+    }
   }
 }
 
@@ -456,15 +523,23 @@ struct TcState {
 };
 
 template <class Kv>
-__device__ __forceinline__ void tc_step(const uint4* slots, const uint4* qf, TcState& st, int p,
+__device__ __forceinline__ void tc_step(const uint8_t* tile, const uint4* qf, TcState& st, int p,
                                         int n, int lane) {
   using T = Tc<Kv>;
-  const int t = lane & 3;
+  const int g = lane >> 2, t = lane & 3;
+  // K[row g][32 c + 8 t ..], V[row 2t + r][64 c + 8 g ..] (bf16/f16 elements).
+  auto k_chunk = [&](int c) {
+    return *reinterpret_cast<const uint4*>(tile + g * kRowStride + 64 * c + 16 * t);
+  };
+  auto v_chunk = [&](int r, int c) {
+    return *reinterpret_cast<const uint4*>(tile + (kTile + 2 * t + r) * kRowStride + 128 * c +
+                                           16 * g);
+  };
   // Scores: two accumulators (even and odd k-steps) halve the dependent MMA chain.
   float sa[4] = {}, sb[4] = {};
 #pragma unroll
   for (int s = 0; s < kTcSteps; s += 2) {
-    const uint4 kk = slots[(s / 2) * 32];
+    const uint4 kk = k_chunk(s / 2);
     T::mma(sa, qf[s * 32 + lane], kk.x, kk.y);
     T::mma(sb, qf[(s + 1) * 32 + lane], kk.z, kk.w);
   }
@@ -500,7 +575,7 @@ __device__ __forceinline__ void tc_step(const uint4* slots, const uint4* qf, TcS
   // Values: m-tile 4c + j takes word j of the two rows' chunk c.
 #pragma unroll
   for (int c = 0; c < 4; ++c) {
-    const uint4 r0 = slots[(8 + c) * 32], r1 = slots[(12 + c) * 32];
+    const uint4 r0 = v_chunk(0, c), r1 = v_chunk(1, c);
     const uint32_t w0[4] = {r0.x, r0.y, r0.z, r0.w}, w1[4] = {r1.x, r1.y, r1.z, r1.w};
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -517,10 +592,11 @@ __global__ void __launch_bounds__(kThreads, 1) attn_decode_tc_kernel(AttnArgs a)
   constexpr int kWarps = kThreads / 32, kRounds = BLK / (kWarps * kTile);
   static_assert(BLK % (kWarps * kTile) == 0, "a split is whole rounds of 8 warps x 8 positions");
   extern __shared__ uint4 tc_dyn[];
-  uint4* ring = tc_dyn;                                 // [warp][stage][slot][lane]
-  uint4* qf = tc_dyn + kWarps * kStages * kSlots * 32;  // A fragments, [k-step][lane]
-  float* o_s = reinterpret_cast<float*>(tc_dyn);        // the ring, reused at the end
+  uint8_t* ring = reinterpret_cast<uint8_t*>(tc_dyn);       // [warp][stage] tiles
+  uint4* qf = tc_dyn + kWarps * kStages * kTileBytes / 16;  // A fragments, [k-step][lane]
+  float* o_s = reinterpret_cast<float*>(tc_dyn);            // the ring, reused at the end
   __shared__ float w_m[kWarps][kQPG], w_l[kWarps][kQPG];
+  __shared__ uint64_t bars[kWarps][kStages];  // sm_90: tile arrivals per warp and stage
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
   const int kvh = blockIdx.x, y = blockIdx.y, ny = gridDim.y;
@@ -536,23 +612,33 @@ __global__ void __launch_bounds__(kThreads, 1) attn_decode_tc_kernel(AttnArgs a)
   auto tile_pos = [&](int i) {
     return (y + (i / kRounds) * ny) * BLK + (i % kRounds) * (kWarps * kTile) + warp * kTile;
   };
-  uint4* my_ring = ring + warp * kStages * kSlots * 32 + lane;
-  // Keep kStages - 1 tiles in flight ahead of the one in use, one commit group per tile so that
-  // wait_group counts tiles. Rows before n - 1 are not written during a step (only row n - 1 is,
-  // by attn_prep), so the first tiles made only of such rows are requested before pdl_wait()
-  // into one extra leading group: every tile then sits in group <= its index + 1, and waiting
-  // until kStages - 1 groups are pending still finds tile i complete at step i.
-#pragma unroll
-  for (int i = 0; i < kStages - 1; ++i) {
-    const int p = tile_pos(i);
-    if (p + kTile < n) tc_issue(my_ring + i * kSlots * 32, K, V, p, n, g, t);
+  uint8_t* my_ring = ring + warp * kStages * kTileBytes;
+  uint64_t* my_bars = bars[warp];
+  auto issue = [&](int i) {
+    tc_issue(my_ring + (i % kStages) * kTileBytes, &my_bars[i % kStages], K, V, tile_pos(i), n,
+             lane);
+  };
+  if constexpr (kBulkCopies) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (lane < kStages) mbar_init(&my_bars[lane]);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    __syncwarp();
+#endif
   }
+  // Keep kStages - 1 tiles in flight ahead of the one in use. Rows before n - 1 are not written
+  // during a step (only row n - 1 is, by attn_prep), so the first tiles made only of such rows
+  // are requested before pdl_wait(). With cp.async they form one extra leading commit group:
+  // every tile then sits in group <= its index + 1, and waiting until kStages - 1 groups are
+  // pending still finds tile i complete at step i.
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i)
+    if (tile_pos(i) + kTile < n) issue(i);
   cp_async_commit();
   pdl_wait();
 #pragma unroll
   for (int i = 0; i < kStages - 1; ++i) {
     const int p = tile_pos(i);
-    if (p < n && p + kTile >= n) tc_issue(my_ring + i * kSlots * 32, K, V, p, n, g, t);
+    if (p < n && p + kTile >= n) issue(i);
     cp_async_commit();
   }
 
@@ -579,12 +665,24 @@ __global__ void __launch_bounds__(kThreads, 1) attn_decode_tc_kernel(AttnArgs a)
   for (int i = 0;; ++i) {
     const int p = tile_pos(i);
     if (p >= n) break;
-    const int ahead = tile_pos(i + kStages - 1);
-    if (ahead < n)
-      tc_issue(my_ring + ((i + kStages - 1) % kStages) * kSlots * 32, K, V, ahead, n, g, t);
+    if (tile_pos(i + kStages - 1) < n) {
+      if constexpr (kBulkCopies) {
+        // The slot was read by every lane at step i - 1: order those reads before the copy.
+        __syncwarp();
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      }
+      issue(i + kStages - 1);
+    }
     cp_async_commit();
-    cp_async_wait<kStages - 1>();  // tile i has landed
-    tc_step<Kv>(my_ring + (i % kStages) * kSlots * 32, qf, st, p, n, lane);
+    if constexpr (kBulkCopies) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+      mbar_wait(&my_bars[i % kStages], static_cast<uint32_t>((i / kStages) & 1));
+      __syncwarp();  // the last tile's zeroed rows, written by other lanes
+#endif
+    } else {
+      cp_async_wait<kStages - 1>();  // tile i has landed
+    }
+    tc_step<Kv>(my_ring + (i % kStages) * kTileBytes, qf, st, p, n, lane);
   }
   cp_async_wait<0>();
   pdl_launch_dependents();
