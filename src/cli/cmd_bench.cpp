@@ -133,7 +133,9 @@ int cmd_bench(const Args& args) {
   kernel->add_option("--positions", k_positions, "positions in context")
       ->delimiter(',')
       ->capture_default_str();
-  kernel->add_option("--kv-type", k_kv, "KV cache types")->delimiter(',')->capture_default_str();
+  kernel->add_option("--kv-types,--kv-type", k_kv, "KV cache types")
+      ->delimiter(',')
+      ->capture_default_str();
   kernel->add_option("--repeats", k_repeats, "timed repeats (median)")
       ->capture_default_str()
       ->check(CLI::Range(1, 10000));

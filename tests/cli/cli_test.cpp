@@ -39,6 +39,23 @@ TEST_F(Cli, UsageErrorsExitWithTwo) {
     EXPECT_NE(help.out.find(flag), std::string::npos) << flag;
 }
 
+// Both benchmarks take their list of KV cache types by the same name (--kv-type is kept as an
+// alias on `bench kernel`, where it was the name first).
+TEST_F(Cli, BenchesNameTheirKvTypesAlike) {
+  for (const char* bench : {"kernel", "decode"}) {
+    const auto help = run({"bench", bench, "--help"});
+    EXPECT_EQ(help.status, 0) << bench;
+    EXPECT_NE(help.out.find("--kv-types"), std::string::npos) << bench;
+  }
+  // Both spellings parse: the run fails later (exit 1: a bad position, or no CUDA backend in
+  // this build), not as a usage error (exit 2) as a misspelt flag does.
+  for (const char* flag : {"--kv-types", "--kv-type"}) {
+    const auto r = run({"bench", "kernel", flag, "f32", "--positions", "abc"});
+    EXPECT_EQ(r.status, 1) << flag << ": " << r.err;
+  }
+  EXPECT_EQ(run({"bench", "kernel", "--kv-typez", "f32"}).status, 2);
+}
+
 TEST_F(Cli, MissingFileWrongArchitectureAndBadGguf) {
   expect_error(run({"run", "-m", path("nope.gguf"), "-p", "hi"}), "nope.gguf");
   // A valid GGUF that is not a model: the vocab-only file.
