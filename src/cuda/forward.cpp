@@ -174,6 +174,7 @@ void moe_block(const DeviceModel& m, const LayerGpu& L, SessionBuffers& s, cudaS
   GateUpArgs gu;
   gu.gate = w.gate, gu.up = w.up, gu.route = &route;
   gu.n_slots = k, gu.x = s.x, gu.norm = L.post_norm, gu.eps = c.rms_eps, gu.act = s.act;
+  gu.x_settled = true;  // the router, launched just before, reads s.x and does not write it
   moe_gate_up(gu, stream);
   note("router top-k + experts gate/up + SwiGLU", k * (matrix_bytes(w.gate) + matrix_bytes(w.up)));
   side.join();

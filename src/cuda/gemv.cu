@@ -132,22 +132,23 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_tc_kernel(GemvParams p) {
   extern __shared__ float4 smem[];
   const GemvArgs& a = p.a;
   const int n = static_cast<int>(a.w.cols), n_kb = n / tc::kBlock;
-  float* xs = reinterpret_cast<float*>(smem);
-  const tc::Staged st = tc::carve(xs + n + 4, n);
-  float* partial = st.xsum + n_kb * 8;  // [tile][kb][16]
+  const tc::Staged st = tc::carve(smem, n);
+  float* partial = tc::after(st, n);  // [tile][kb][16]
   const tc::CtaRows rows = tc::cta_rows(p.rows_per_block, a.w.rows, n_kb);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
   auto load = [&](int i) { return tc::load_item<T>(a.w, 0, rows, i / n_kb, i % n_kb, lane); };
   typename tc::Tc<T>::Raw raw{};
-  if (warp < rows.n_items) raw = load(warp);  // weights are constant: before the wait
+  if (rows.items.n > 0) raw = load(rows.items.index(0));  // weights are constant: before the wait
   if (p.prefetch) prefetch_weight_rows<T>(a.w, rows.first, rows.end);
   const fmt::IqTables tables = tc::stage_tables<T>(p.tables);
+  __syncthreads();  // the tables
+  const tc::Input in{a.in, a.x, a.norm, a.gate, a.group, a.eps, n};
   pdl_wait();
-  stage_input<kUnpadded>(a.in, a.x, n, a.norm, a.gate, a.group, a.eps, xs);
-  tc::stage_fragments<T>(xs, n, st);
+  tc::stage_own_blocks<T>(in, st);
   tc::sum_items<T>(rows, raw, load, st, n_kb, tables, partial);
+  const float factor = tc::input_factor(in, st);
   for (int64_t j = threadIdx.x; j < rows.end - rows.first; j += kGemvThreads) {
-    const float sum = tc::row_total(partial, j, n_kb, tc::kTileRows);
+    const float sum = tc::row_total(partial, j, n_kb, tc::kTileRows) * factor;
     float& y = a.y[rows.first + j];
     y = a.out == GemvOut::Add ? y + sum : sum;
   }
@@ -157,7 +158,7 @@ template <TensorType T>
 void launch_gemv(const GemvArgs& a, cudaStream_t stream) {
   using F = fmt::Format<T>;
   if constexpr (tc::supported<T>()) {
-    if (tc::usable(a.w.rows, a.w.cols, 1)) {
+    if (tc::input_supported(a.in, a.group) && tc::usable(a.w.rows, a.w.cols, 1)) {
       const tc::Plan plan = tc::plan(gemv_tc_kernel<T>, a.w.rows, a.w.cols, 1);
       GemvParams p{a, device_tables(), 0, 0, plan.rows_per_block, prefetch_enabled()};
       const int64_t blocks = (a.w.rows + plan.rows_per_block - 1) / plan.rows_per_block;

@@ -31,9 +31,6 @@ __device__ __forceinline__ int padded(int i) {
   return i + (i / GV) * 4;
 }
 
-// stage_input<kUnpadded> stages the values without padding (for kernels that re-stage them).
-constexpr int kUnpadded = 1 << 24;
-
 // Floats of shared memory that n staged values take.
 template <int GV>
 constexpr int64_t padded_size(int64_t n) {

@@ -89,6 +89,10 @@ struct GateUpArgs {
   const float* x = nullptr;
   const float* norm = nullptr;
   float eps = 1e-6f;
+  // x was complete before the previous launch in the stream started (that launch reads it, as
+  // the router does), so the kernel may read it before waiting for that launch: a launch starts
+  // only once every block of its predecessor has passed its own wait.
+  bool x_settled = false;
   float* act = nullptr;  // [n_slots][gate.rows]
 };
 void moe_gate_up(const GateUpArgs& args, cudaStream_t stream);

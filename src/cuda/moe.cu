@@ -175,12 +175,11 @@ __global__ void __launch_bounds__(kGemvThreads) gate_up_tc_kernel(GateUpParams p
   __shared__ float slot_w[kMaxSlots + 1];
   const GateUpArgs& a = p.a;
   const int n = static_cast<int>(a.gate.cols), n_kb = n / tc::kBlock;
-  float* xs = reinterpret_cast<float*>(smem);
-  const tc::Staged st = tc::carve(xs + n + 4, n);
-  float* partial = st.xsum + n_kb * 8;  // [tile][kb][gate 16 | up 16]; 2 floats per row
+  const tc::Staged st = tc::carve(smem, n);
+  float* partial = tc::after(st, n);  // [tile][kb][gate 16 | up 16]; 2 floats per row
   const tc::CtaRows rows = tc::cta_rows(p.rows_per_block, a.gate.rows, n_kb);
   const int slot = blockIdx.y;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
   int64_t e = 0;  // this slot's expert, once known
   struct Raw {
     typename tc::Tc<T>::Raw gate, up;
@@ -192,29 +191,31 @@ __global__ void __launch_bounds__(kGemvThreads) gate_up_tc_kernel(GateUpParams p
   };
   Raw raw{};
   const bool fixed = !p.routed && !a.ids;  // the shared expert: constant, before the wait
-  if (fixed && warp < rows.n_items) raw = load(warp);
+  if (fixed && rows.items.n > 0) raw = load(rows.items.index(0));
   if (fixed && p.prefetch) {
     prefetch_weight_rows<T>(a.gate, rows.first, rows.end);
     prefetch_weight_rows<T>(a.up, rows.first, rows.end);
   }
   const fmt::IqTables tables = tc::stage_tables<T>(p.tables);
+  const tc::Input in{GemvIn::RmsNorm, a.x, a.norm, nullptr, 0, a.eps, n};
+  if (a.x_settled) tc::stage_own_blocks<T>(in, st);
   pdl_wait();
   pick_slots(p, slot_ids, slot_w);
-  stage_input<kUnpadded>(GemvIn::RmsNorm, a.x, n, a.norm, nullptr, 0, a.eps, xs);  // synchronises
+  __syncthreads();  // the slots and the tables
   e = slot_ids[slot];
-  if (!fixed && warp < rows.n_items) raw = load(warp);  // overlaps the fragment staging
-  tc::stage_fragments<T>(xs, n, st);
-  tc::pipelined(warp, rows.n_items, kGemvThreads / 32, raw, load, [&](int i, const Raw& item) {
+  if (!fixed && rows.items.n > 0) raw = load(rows.items.index(0));
+  if (!a.x_settled) tc::stage_own_blocks<T>(in, st);  // while the first item's bytes arrive
+  tc::pipelined(rows.items, raw, load, [&](int i, const Raw& item) {
     float* out = partial + i * 2 * tc::kTileRows;
     tc::store_item(out, tc::item_sum<T>(item.gate, st, i % n_kb, lane, tables), lane);
     tc::store_item(out + tc::kTileRows, tc::item_sum<T>(item.up, st, i % n_kb, lane, tables), lane);
   });
   pdl_launch_dependents();
   __syncthreads();
-  const float scale = slot_w[slot];
+  const float scale = slot_w[slot], factor = tc::input_factor(in, st);
   for (int64_t j = threadIdx.x; j < rows.end - rows.first; j += kGemvThreads) {
-    const float gs = tc::row_total(partial, j, n_kb, 2 * tc::kTileRows);
-    const float us = tc::row_total(partial + tc::kTileRows, j, n_kb, 2 * tc::kTileRows);
+    const float gs = tc::row_total(partial, j, n_kb, 2 * tc::kTileRows) * factor;
+    const float us = tc::row_total(partial + tc::kTileRows, j, n_kb, 2 * tc::kTileRows) * factor;
     a.act[slot * a.gate.rows + rows.first + j] = scale * (siluf(gs) * us);
   }
 }
@@ -287,25 +288,26 @@ __global__ void __launch_bounds__(kGemvThreads) down_tc_kernel(DownParams p) {
   const DownArgs& a = p.a;
   const int seg = static_cast<int>(a.down.cols), n = seg * a.n_slots;
   const int n_kb = n / tc::kBlock, kb_per_slot = seg / tc::kBlock;
-  float* xs = reinterpret_cast<float*>(smem);
-  const tc::Staged st = tc::carve(xs + n + 4, n);
-  float* partial = st.xsum + n_kb * 8;  // [tile][kb][16]
+  const tc::Staged st = tc::carve(smem, n);
+  float* partial = tc::after(st, n);  // [tile][kb][16]
   const tc::CtaRows rows = tc::cta_rows(p.rows_per_block, a.down.rows, n_kb);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
   auto load = [&](int i) {
     const int kb = i % n_kb, slot = kb / kb_per_slot;
     return tc::load_item<T>(a.down, a.ids ? expert[slot] : 0, rows, i / n_kb,
                             kb - slot * kb_per_slot, lane);
   };
   typename tc::Tc<T>::Raw raw{};
-  if (!a.ids && warp < rows.n_items) raw = load(warp);  // a fixed matrix: before the wait
+  const bool has_items = rows.items.n > 0;
+  if (!a.ids && has_items) raw = load(rows.items.index(0));  // a fixed matrix: before the wait
   if (!a.ids && p.prefetch) prefetch_weight_rows<T>(a.down, rows.first, rows.end);
   const fmt::IqTables tables = tc::stage_tables<T>(p.tables);
   pdl_wait();
   for (int s = threadIdx.x; s < a.n_slots; s += blockDim.x) expert[s] = a.ids ? a.ids[s] : 0;
-  stage_input<kUnpadded>(GemvIn::Plain, a.act, n, nullptr, nullptr, 0, 0.f, xs);  // synchronises
-  if (a.ids && warp < rows.n_items) raw = load(warp);  // overlaps the fragment staging
-  tc::stage_fragments<T>(xs, n, st);
+  __syncthreads();  // the experts and the tables
+  if (a.ids && has_items) raw = load(rows.items.index(0));
+  const tc::Input in{GemvIn::Plain, a.act, nullptr, nullptr, 0, 0.f, n};
+  tc::stage_own_blocks<T>(in, st);  // while the first item's bytes arrive
   tc::sum_items<T>(rows, raw, load, st, n_kb, tables, partial);
   for (int64_t j = threadIdx.x; j < rows.end - rows.first; j += kGemvThreads) {
     const int64_t r = rows.first + j;

@@ -132,6 +132,9 @@ void experts_case(Reporter& r, TensorType t, const std::vector<int32_t>& ids, bo
   else
     a.ids = dids.get(), a.scales = dscales.get();
   a.x = dx.get(), a.norm = dnorm.get(), a.eps = 1e-6f, a.act = act.get();
+  // As in the forward pass, the routed kernel reads x before it waits: x was uploaded before
+  // any launch, which makes it settled.
+  a.x_settled = routed;
   moe_gate_up(a, nullptr);
   const auto got_act = act.download();
   if (routed) {

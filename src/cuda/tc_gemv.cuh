@@ -20,7 +20,8 @@
 // lane 4g+t supplies rows g and g+8; for every row it loads the same 64-value chunk t of the
 // block, so the 16 k-steps of the item cover the block. B's 8 columns are the input's hi part
 // (column 0) and lo part (column 1); columns 2-7 are zero (room for a batch of tokens later).
-// The input is staged once per CTA in fragment order: at k-step s, lanes 0-7 read one uint2 each.
+// The input is staged in fragment order, each kb by the warp whose items use it: at k-step s, lanes
+// 0-7 read one uint2 each.
 #pragma once
 #include <cuda_fp16.h>
 
@@ -252,21 +253,27 @@ __device__ fmt::IqTables stage_tables(const DeviceTables& g) {
 
 // ---- The staged input -------------------------------------------------------------------------
 // Shared memory of n input values (a multiple of kBlock): the fragments, one power-of-two scale
-// per kb, and the sums per 32 values.
+// per kb, the sums per 32 values and the sums of squares per kb.
 struct Staged {
   uint2* xh;         // [n_kb][kSteps][8]: B fragments of lanes 0-3 (hi part), 4-7 (lo part)
   float* inv_scale;  // [n_kb]: the inverse of the block's power-of-two scale
   float* xsum;       // [n_kb * 8]: unscaled sums per 32 values (formats with kSubSums)
+  float* sumsq;      // [n_kb]: sums of squares of x (RmsNorm inputs)
 };
 constexpr size_t staged_bytes(int64_t n) {
-  return static_cast<size_t>(n) * 4 + static_cast<size_t>(n / kBlock) * 4 * 9;
+  return static_cast<size_t>(n) * 4 + static_cast<size_t>(n / kBlock) * 4 * 10;
 }
 __device__ inline Staged carve(void* at, int n) {
   Staged s;
   s.xh = static_cast<uint2*>(at);
   s.inv_scale = reinterpret_cast<float*>(s.xh + static_cast<int64_t>(n / kBlock) * kSteps * 8);
   s.xsum = s.inv_scale + n / kBlock;
+  s.sumsq = s.xsum + (n / kBlock) * 8;
   return s;
+}
+// The item sums that follow the staged input in shared memory.
+__device__ inline float* after(const Staged& s, int n) {
+  return s.sumsq + n / kBlock;
 }
 
 // step_of / slot_of invert col over the 64 columns of a chunk.
@@ -280,49 +287,143 @@ constexpr bool inverse_holds() {
 }
 static_assert(inverse_holds<TensorType::Q4_K>() && inverse_holds<TensorType::IQ2_XXS>());
 
-// From the float input xs[n] (staged by stage_input, unpadded) to fragments, in one pass: a warp
-// takes a kb (lane: its values 8 lane .. 8 lane + 7, chunk lane / 8), finds the block's scale and
-// sums and writes its lanes' values straight into their fragment slots. All threads take part;
-// ends synchronised.
+// The input of a product: in(x) over n values as GemvIn says.
+struct Input {
+  GemvIn mode = GemvIn::Plain;
+  const float* x = nullptr;
+  const float* norm = nullptr;
+  const float* gate = nullptr;
+  int group = 0;
+  float eps = 0.f;
+  int n = 0;
+};
+
+// Whether stage_own_blocks forms this input: a gated group must lie within one kb and take a
+// power-of-two number of lanes (8 values each).
+inline bool input_supported(GemvIn mode, int group) {
+  return mode != GemvIn::GatedRmsNorm ||
+         (group >= 8 && group <= kBlock && kBlock % group == 0 && (group & (group - 1)) == 0);
+}
+
+// Block kb's fragments from its 256 values (lane: values 8 lane .. 8 lane + 7, which lie in chunk
+// lane / 8): the block's power-of-two scale, its sums per 32 values and the f16 hi / lo parts in
+// their fragment slots (the inverse of the column map, step_of / slot_of).
 template <TensorType T>
-__device__ void stage_fragments(const float* xs, int n, const Staged& st) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
-  const int n_kb = n / kBlock, t = lane >> 3;
-  for (int kb = warp; kb < n_kb; kb += n_warps) {
-    const float4 v0 = *reinterpret_cast<const float4*>(xs + kb * kBlock + 8 * lane);
-    const float4 v1 = *reinterpret_cast<const float4*>(xs + kb * kBlock + 8 * lane + 4);
-    const float v[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
-    float mx = 0.f, sum = 0.f;
+__device__ __forceinline__ void write_fragments(const float (&v)[8], int kb, int lane,
+                                                const Staged& st) {
+  const int t = lane >> 3;
+  float mx = 0.f, sum = 0.f;
 #pragma unroll
-    for (int j = 0; j < 8; ++j) mx = fmaxf(mx, fabsf(v[j])), sum += v[j];
+  for (int j = 0; j < 8; ++j) mx = fmaxf(mx, fabsf(v[j])), sum += v[j];
+  mx = warp_max(mx);
+  if constexpr (Tc<T>::kSubSums) {  // per 32 values: lanes 4q .. 4q + 3
+    sum += __shfl_xor_sync(kFullMask, sum, 1);
+    sum += __shfl_xor_sync(kFullMask, sum, 2);
+    if ((lane & 3) == 0) st.xsum[kb * 8 + lane / 4] = sum;
+  }
+  // max < 2^e; scale so that the largest value lands in [2^13, 2^14). Blocks of zeros,
+  // infinities or NaN keep scale 1 (the products then carry them as the float path would);
+  // below 2^-100 the scale stops growing (such values are noise to the sum).
+  int e = 14;
+  if (mx > 0.f && mx <= 3.4e38f) e = max(((__float_as_int(mx) >> 23) & 0xff) - 126, -100);
+  if (lane == 0) st.inv_scale[kb] = __int_as_float((e - 14 + 127) << 23);
+  const float scale = __int_as_float((14 - e + 127) << 23);  // powers of two: exact
+  __half* frag = reinterpret_cast<__half*>(st.xh + kb * kSteps * 8);
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, o));
-    if constexpr (Tc<T>::kSubSums) {  // per 32 values: lanes 4q .. 4q + 3
-      sum += __shfl_xor_sync(kFullMask, sum, 1);
-      sum += __shfl_xor_sync(kFullMask, sum, 2);
-      if ((lane & 3) == 0) st.xsum[kb * 8 + lane / 4] = sum;
+  for (int j = 0; j < 8; ++j) {
+    const int c = 8 * (lane & 7) + j;  // column within the chunk
+    const float x = v[j] * scale;
+    const __half hi = __float2half_rn(x);
+    // uint2 (s, t) of the hi part is frag entry s * 8 + t, of the lo part s * 8 + 4 + t.
+    __half* at = frag + 4 * (Tc<T>::step_of(c) * 8 + t) + Tc<T>::slot_of(c);
+    at[0] = hi;
+    at[16] = __float2half_rn(x - __half2float(hi));
+  }
+}
+
+constexpr int kWarps = kGemvThreads / 32;
+
+// A warp stages the blocks it owns, kb = warp, warp + 8, ... (its items are all at those blocks,
+// WarpItems), straight from global memory: no block-wide barrier and no second pass over shared
+// memory, which the fifth pass's timeline showed on every launch's critical path (2-3.6 µs).
+// An RmsNorm's 1 / rms, which needs every block, is not applied here: the warp leaves its blocks'
+// sums of squares and the rows' sums are scaled at the end (input_factor). A gated group lies in
+// one block (input_supported) and is normalised here. All loads of a round are issued before any
+// is used (they come from L2). Ends with the warp synchronised.
+template <TensorType T>
+__device__ void stage_own_blocks(const Input& in, const Staged& st) {
+  constexpr int kRound = 2;  // blocks loaded together
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_kb = in.n / kBlock;
+  for (int base = warp; base < n_kb; base += kRound * kWarps) {
+    float4 x[kRound][2], w[kRound][2], g[kRound][2];
+#pragma unroll
+    for (int r = 0; r < kRound; ++r) {
+      const int kb = base + r * kWarps, i = kb * kBlock + 8 * lane;
+      if (kb >= n_kb) continue;
+      x[r][0] = *reinterpret_cast<const float4*>(in.x + i);
+      x[r][1] = *reinterpret_cast<const float4*>(in.x + i + 4);
+      if (in.mode != GemvIn::Plain) {
+        const int j = in.mode == GemvIn::GatedRmsNorm ? i % in.group : i;
+        w[r][0] = *reinterpret_cast<const float4*>(in.norm + j);
+        w[r][1] = *reinterpret_cast<const float4*>(in.norm + j + 4);
+      }
+      if (in.mode == GemvIn::GatedRmsNorm) {
+        g[r][0] = *reinterpret_cast<const float4*>(in.gate + i);
+        g[r][1] = *reinterpret_cast<const float4*>(in.gate + i + 4);
+      }
     }
-    // max < 2^e; scale so that the largest value lands in [2^13, 2^14). Blocks of zeros,
-    // infinities or NaN keep scale 1 (the products then carry them as the float path would);
-    // below 2^-100 the scale stops growing (such values are noise to the sum).
-    int e = 14;
-    if (mx > 0.f && mx <= 3.4e38f) e = max(((__float_as_int(mx) >> 23) & 0xff) - 126, -100);
-    if (lane == 0) st.inv_scale[kb] = __int_as_float((e - 14 + 127) << 23);
-    const float scale = __int_as_float((14 - e + 127) << 23);  // powers of two: exact
-    __half* frag = reinterpret_cast<__half*>(st.xh + kb * kSteps * 8);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int c = 8 * (lane & 7) + j;  // column within the chunk
-      const float x = v[j] * scale;
-      const __half hi = __float2half_rn(x);
-      // uint2 (s, t) of the hi part is frag entry s * 8 + t, of the lo part s * 8 + 4 + t.
-      __half* at = frag + 4 * (Tc<T>::step_of(c) * 8 + t) + Tc<T>::slot_of(c);
-      at[0] = hi;
-      at[16] = __float2half_rn(x - __half2float(hi));
+    for (int r = 0; r < kRound; ++r) {
+      const int kb = base + r * kWarps;
+      if (kb >= n_kb) continue;
+      float v[8] = {x[r][0].x, x[r][0].y, x[r][0].z, x[r][0].w,
+                    x[r][1].x, x[r][1].y, x[r][1].z, x[r][1].w};
+      if (in.mode != GemvIn::Plain) {
+        const float nw[8] = {w[r][0].x, w[r][0].y, w[r][0].z, w[r][0].w,
+                             w[r][1].x, w[r][1].y, w[r][1].z, w[r][1].w};
+        float ss = 0.f;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) ss = fmaf(v[j], v[j], ss);
+        if (in.mode == GemvIn::GatedRmsNorm) {
+          for (int o = 1; o < in.group / 8; o <<= 1) ss += __shfl_xor_sync(kFullMask, ss, o);
+          const float scale = 1.0f / sqrtf(ss / in.group + in.eps);
+          const float gv[8] = {g[r][0].x, g[r][0].y, g[r][0].z, g[r][0].w,
+                               g[r][1].x, g[r][1].y, g[r][1].z, g[r][1].w};
+#pragma unroll
+          for (int j = 0; j < 8; ++j) v[j] = v[j] * scale * nw[j] * siluf(gv[j]);
+        } else {
+          ss = warp_sum(ss);
+          if (lane == 0) st.sumsq[kb] = ss;
+#pragma unroll
+          for (int j = 0; j < 8; ++j) v[j] *= nw[j];
+        }
+      }
+      write_fragments<T>(v, kb, lane, st);
     }
   }
-  __syncthreads();
+  __syncwarp();
 }
+
+// The factor of every row sum: an RmsNorm's 1 / rms over all blocks' sums of squares (read after
+// the block synchronised), else 1.
+__device__ __forceinline__ float input_factor(const Input& in, const Staged& st) {
+  if (in.mode != GemvIn::RmsNorm) return 1.f;
+  float ss = 0.f;
+  for (int kb = 0; kb < in.n / kBlock; ++kb) ss += st.sumsq[kb];
+  return 1.0f / sqrtf(ss / in.n + in.eps);
+}
+
+// A warp's items: every tile of the CTA at each block the warp owns, block by block within a
+// tile. Item j of the warp is the CTA's item (tile, kb) = index(j) / n_kb, index(j) % n_kb.
+struct WarpItems {
+  int n;      // items of this warp
+  int owned;  // blocks it owns
+  int n_kb;
+  __device__ int index(int j) const {
+    const int warp = threadIdx.x >> 5;
+    return (j / owned) * n_kb + warp + kWarps * (j % owned);
+  }
+};
 
 // One warp item: rows g and g+8 (lane = 4g + t) of a tile at block kb, from the raw bytes of
 // that block; the lanes' shares are summed over the quad, so every lane of it holds the item's
@@ -345,17 +446,19 @@ __device__ __forceinline__ void store_item(float* out, float2 v, int lane) {
   if ((lane & 3) == 0) out[lane >> 2] = v.x, out[(lane >> 2) + 8] = v.y;
 }
 
-// A CTA's rows [first, end) (rows_per_block of `rows`, whole tiles) and its n_items warp items:
-// item i is tile i / n_kb at block i % n_kb.
+// A CTA's rows [first, end) (rows_per_block of `rows`, whole tiles) and this warp's items among
+// the CTA's (tile, kb) items, numbered tile * n_kb + kb.
 struct CtaRows {
   int64_t first, end;
-  int n_items;
+  WarpItems items;
 };
 __device__ __forceinline__ CtaRows cta_rows(int rows_per_block, int64_t rows, int n_kb) {
   CtaRows r;
   r.first = static_cast<int64_t>(blockIdx.x) * rows_per_block;
   r.end = min(r.first + rows_per_block, rows);
-  r.n_items = static_cast<int>((r.end - r.first + kTileRows - 1) / kTileRows) * n_kb;
+  const int tiles = static_cast<int>((r.end - r.first + kTileRows - 1) / kTileRows);
+  const int owned = (n_kb - (static_cast<int>(threadIdx.x) >> 5) + kWarps - 1) / kWarps;
+  r.items = {tiles * owned, owned, n_kb};
   return r;
 }
 
@@ -386,17 +489,16 @@ __device__ __forceinline__ float row_total(const float* partial, int64_t j, int 
   return sum;
 }
 
-// Runs use(i, raw) over a warp's items i = first, first + stride, ... < n, loading each item's
-// bytes (load(i)) while the previous item is computed. The caller passes the first item's bytes,
-// loaded as early as their addresses are known (before the input staging, for fixed matrices
-// before waiting for the previous kernel), so the weights' memory latency overlaps that work.
+// Runs use(i, raw) over a warp's items (CTA item numbers i), loading each item's bytes (load(i))
+// while the previous item is computed. The caller passes the first item's bytes, loaded as early
+// as their addresses are known (for fixed matrices before waiting for the previous kernel), so the
+// weights' memory latency overlaps the wait and the input staging.
 template <class Raw, class Load, class Use>
-__device__ __forceinline__ void pipelined(int first, int n, int stride, Raw raw, Load&& load,
-                                          Use&& use) {
-  for (int i = first; i < n; i += stride) {
+__device__ __forceinline__ void pipelined(const WarpItems& items, Raw raw, Load&& load, Use&& use) {
+  for (int j = 0; j < items.n; ++j) {
     Raw next = raw;
-    if (i + stride < n) next = load(i + stride);
-    use(i, raw);
+    if (j + 1 < items.n) next = load(items.index(j + 1));
+    use(items.index(j), raw);
     raw = next;
   }
 }
@@ -407,8 +509,8 @@ template <TensorType T, class Load>
 __device__ __forceinline__ void sum_items(const CtaRows& rows, typename Tc<T>::Raw first,
                                           Load&& load, const Staged& st, int n_kb,
                                           const fmt::IqTables& tables, float* partial) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  pipelined(warp, rows.n_items, kGemvThreads / 32, first, load, [&](int i, const auto& item) {
+  const int lane = threadIdx.x & 31;
+  pipelined(rows.items, first, load, [&](int i, const auto& item) {
     store_item(partial + i * kTileRows, item_sum<T>(item, st, i % n_kb, lane, tables), lane);
   });
   pdl_launch_dependents();
@@ -416,10 +518,10 @@ __device__ __forceinline__ void sum_items(const CtaRows& rows, typename Tc<T>::R
 }
 
 // ---- Host side ----------------------------------------------------------------------------------
-// Shared memory of a CTA: the float input (n values), its fragments, and `sums` item sums per row
-// and kb (2 for gate and up) for its rows.
+// Shared memory of a CTA: the staged input of n values and `sums` item sums per row and kb (2 for
+// gate and up) for its rows.
 inline size_t smem_bytes(int64_t n, int64_t rows_per_block, int sums = 1) {
-  return static_cast<size_t>(n + 4) * sizeof(float) + staged_bytes(n) +
+  return staged_bytes(n) +
          static_cast<size_t>(rows_per_block) * sums * (n / kBlock) * sizeof(float);
 }
 constexpr size_t kMaxSmem = 96 * 1024;
@@ -427,13 +529,13 @@ constexpr size_t kMaxSmem = 96 * 1024;
 // Whether a product over `rows` rows of n values (a multiple of kBlock), launched other_blocks
 // times (slots), takes this path: the tensor cores on (compute capability 8.0+, not
 // RL_CUDA_TC=0), one tile's shared memory within kMaxSmem, and enough work for its shape: every
-// warp of a tile has a kb (n >= 8 blocks) and the tiles fill half the SMs. Measured with Nsight
+// warp owns a kb (n >= 8 blocks) and the tiles fill half the SMs. Measured with Nsight
 // Compute (CUDA_DECODE.md, fourth pass): the shared expert's down (2 kb per tile) and gate/up (32
 // tiles) took 5.5 and 8.6 µs here against 4.6 and 7.3 µs on the float decoders.
 inline bool usable(int64_t rows, int64_t n, int64_t other_blocks, int sums = 1) {
   const int64_t tiles = (rows + kTileRows - 1) / kTileRows;
   return tensor_core_gemv_enabled() && smem_bytes(n, kTileRows, sums) <= kMaxSmem &&
-         n / kBlock >= kGemvThreads / 32 && 2 * tiles * other_blocks >= current_device().sm_count;
+         n / kBlock >= kWarps && 2 * tiles * other_blocks >= current_device().sm_count;
 }
 
 struct Plan {
