@@ -182,12 +182,12 @@ __global__ void __launch_bounds__(kGemvThreads) gate_up_tc_kernel(GateUpParams p
   const int lane = threadIdx.x & 31;
   int64_t e = 0;  // this slot's expert, once known
   struct Raw {
-    typename tc::Tc<T>::Raw gate, up;
+    typename tc::Tc<T>::Raw m[2];  // gate, up
   };
   auto load = [&](int i) {
     const int tile = i / n_kb, kb = i % n_kb;
-    return Raw{tc::load_item<T>(a.gate, e, rows, tile, kb, lane),
-               tc::load_item<T>(a.up, e, rows, tile, kb, lane)};
+    return Raw{{tc::load_item<T>(a.gate, e, rows, tile, kb, lane),
+                tc::load_item<T>(a.up, e, rows, tile, kb, lane)}};
   };
   Raw raw{};
   const bool fixed = !p.routed && !a.ids;  // the shared expert: constant, before the wait
@@ -207,8 +207,10 @@ __global__ void __launch_bounds__(kGemvThreads) gate_up_tc_kernel(GateUpParams p
   if (!a.x_settled) tc::stage_own_blocks<T>(in, st);  // while the first item's bytes arrive
   tc::pipelined(rows.items, raw, load, [&](int i, const Raw& item) {
     float* out = partial + i * 2 * tc::kTileRows;
-    tc::store_item(out, tc::item_sum<T>(item.gate, st, i % n_kb, lane, tables), lane);
-    tc::store_item(out + tc::kTileRows, tc::item_sum<T>(item.up, st, i % n_kb, lane, tables), lane);
+    float2 v[2];
+    tc::item_sums<T, 2>(item.m, st, i % n_kb, lane, tables, v);
+    tc::store_item(out, v[0], lane);
+    tc::store_item(out + tc::kTileRows, v[1], lane);
   });
   pdl_launch_dependents();
   __syncthreads();

@@ -100,55 +100,73 @@ struct Tc<TensorType::Q4_K> {
     }
     return raw;
   }
-  // This lane's share of rows g and g+8 (before the sum over the quad's four lanes).
-  __device__ static float2 dot(const Raw& raw, const uint2* xh, float inv_scale, const float* xsum,
-                               int lane, const fmt::IqTables&) {
+  // This lane's share of rows g and g+8 of M matrices at the same block (before the sum over the
+  // quad's four lanes): out[m].
+  template <int M>
+  __device__ static void dot(const Raw (&raw)[M], const uint2* xh, float inv_scale,
+                             const float* xsum, int lane, const fmt::IqTables&, float2 (&out)[M]) {
     const int t = lane & 3;
-    uint32_t sc_c[2][2], sc_k[2][2];  // [row][low/high sub-block]: f16 pairs of sc and -1024·sc
-    float min_term[2];
+    // [m][row][low/high sub-block]: f16 pairs of sc and -1024·sc
+    uint32_t sc_c[M][2][2], sc_k[M][2][2];
+    float min_term[M][2];
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      uint32_t sc0, m0, sc1, m1;
-      fmt::scale_min_k4(2 * t, raw.head[r].y, raw.head[r].z, raw.head[r].w, &sc0, &m0);
-      fmt::scale_min_k4(2 * t + 1, raw.head[r].y, raw.head[r].z, raw.head[r].w, &sc1, &m1);
-      const __half2 s0 = small_int_h2(sc0), s1 = small_int_h2(sc1);
-      const __half2 minus1024 = h2(0xE400E400u);
-      sc_c[r][0] = bits(s0), sc_k[r][0] = bits(__hmul2(s0, minus1024));
-      sc_c[r][1] = bits(s1), sc_k[r][1] = bits(__hmul2(s1, minus1024));
-      const float dmin = fmt::f16(raw.head[r].x >> 16);
-      min_term[r] = dmin * (fmt::i2f(static_cast<int>(m0)) * xsum[2 * t] +
-                            fmt::i2f(static_cast<int>(m1)) * xsum[2 * t + 1]);
+    for (int m = 0; m < M; ++m) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const uint4& head = raw[m].head[r];
+        uint32_t sc0, m0, sc1, m1;
+        fmt::scale_min_k4(2 * t, head.y, head.z, head.w, &sc0, &m0);
+        fmt::scale_min_k4(2 * t + 1, head.y, head.z, head.w, &sc1, &m1);
+        const __half2 s0 = small_int_h2(sc0), s1 = small_int_h2(sc1);
+        const __half2 minus1024 = h2(0xE400E400u);
+        sc_c[m][r][0] = bits(s0), sc_k[m][r][0] = bits(__hmul2(s0, minus1024));
+        sc_c[m][r][1] = bits(s1), sc_k[m][r][1] = bits(__hmul2(s1, minus1024));
+        const float dmin = fmt::f16(head.x >> 16);
+        min_term[m][r] = dmin * (fmt::i2f(static_cast<int>(m0)) * xsum[2 * t] +
+                                 fmt::i2f(static_cast<int>(m1)) * xsum[2 * t + 1]);
+      }
     }
-    float c[2][4] = {};  // two accumulator chains (even / odd k-steps): half the mma latency
+    // Independent accumulator chains: with one matrix, even and odd k-steps (half the mma
+    // latency); with several, one per matrix.
+    constexpr int C = M == 1 ? 2 : 1;
+    float c[M][C][4] = {};
     const bool feeds_b = lane < 8;
 #pragma unroll
     for (int w = 0; w < 8; ++w) {
-      uint32_t word[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const uint4 q = raw.q[r][w >> 2];
-        word[r] = (w & 3) == 0 ? q.x : (w & 3) == 1 ? q.y : (w & 3) == 2 ? q.z : q.w;
-      }
 #pragma unroll
       for (int hi = 0; hi < 2; ++hi) {  // k-step 2w + hi: low or high nibbles
         const int s = 2 * w + hi;
         const uint2 b = feeds_b ? xh[s * 8 + lane] : make_uint2(0u, 0u);
-        uint32_t a[2][2];  // [row][pair 02 / 13]
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
+        for (int m = 0; m < M; ++m) {
+          uint32_t a[2][2];  // [row][pair 02 / 13]
 #pragma unroll
-          for (int p = 0; p < 2; ++p) {
-            const uint32_t n = ((word[r] >> (4 * hi + 8 * p)) & 0x000F000Fu) | 0x64006400u;
-            // (1024 + q)·sc - 1024·sc = q·sc, exact: one rounding of an integer below 2048.
-            a[r][p] = bits(__hfma2(h2(n), h2(sc_c[r][hi]), h2(sc_k[r][hi])));
+          for (int r = 0; r < 2; ++r) {
+            const uint4 q = raw[m].q[r][w >> 2];
+            const uint32_t word = (w & 3) == 0   ? q.x
+                                  : (w & 3) == 1 ? q.y
+                                  : (w & 3) == 2 ? q.z
+                                                 : q.w;
+#pragma unroll
+            for (int p = 0; p < 2; ++p) {
+              const uint32_t n = ((word >> (4 * hi + 8 * p)) & 0x000F000Fu) | 0x64006400u;
+              // (1024 + q)·sc - 1024·sc = q·sc, exact: one rounding of an integer below 2048.
+              a[r][p] = bits(__hfma2(h2(n), h2(sc_c[m][r][hi]), h2(sc_k[m][r][hi])));
+            }
           }
+          mma(c[m][s % C], a[0][0], a[1][0], a[0][1], a[1][1], b);
         }
-        mma(c[hi], a[0][0], a[1][0], a[0][1], a[1][1], b);
       }
     }
-    const float d0 = fmt::f16(raw.head[0].x), d1 = fmt::f16(raw.head[1].x);
-    return make_float2(d0 * inv_scale * ((c[0][0] + c[0][1]) + (c[1][0] + c[1][1])) - min_term[0],
-                       d1 * inv_scale * ((c[0][2] + c[0][3]) + (c[1][2] + c[1][3])) - min_term[1]);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      float r0 = 0.f, r1 = 0.f;
+#pragma unroll
+      for (int k = 0; k < C; ++k) r0 += c[m][k][0] + c[m][k][1], r1 += c[m][k][2] + c[m][k][3];
+      const float d0 = fmt::f16(raw[m].head[0].x), d1 = fmt::f16(raw[m].head[1].x);
+      out[m] =
+          make_float2(d0 * inv_scale * r0 - min_term[m][0], d1 * inv_scale * r1 - min_term[m][1]);
+    }
   }
 };
 
@@ -181,54 +199,70 @@ struct Tc<TensorType::IQ2_XXS> {
   }
   // A lane's pair of elements e, e+1 of a grid entry is word e / 2 of its f16 form
   // (tables.iq2xxs_grid_f16); the signs go into the pair's scale, so a pair costs a shift, a
-  // logic op and one f16 multiply.
-  __device__ static float2 dot(const Raw& raw, const uint2* xh, float inv_scale, const float*,
-                               int lane, const fmt::IqTables& tables) {
-    float c[2][4] = {};  // two accumulator chains (even / odd k-steps)
+  // logic op and one f16 multiply. M matrices at the same block share each k-step's B fragment.
+  template <int M>
+  __device__ static void dot(const Raw (&raw)[M], const uint2* xh, float inv_scale, const float*,
+                             int lane, const fmt::IqTables& tables, float2 (&out)[M]) {
+    constexpr int C = M == 1 ? 2 : 1;  // accumulator chains per matrix (as for Q4_K)
+    float c[M][C][4] = {};
     const bool feeds_b = lane < 8;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      uint32_t idx[2], aux[2], scale[2];
+      uint32_t idx[M][2], aux[M][2], scale[M][2];
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        idx[r] = h ? raw.v[r].z : raw.v[r].x;
-        aux[r] = h ? raw.v[r].w : raw.v[r].y;
-        scale[r] = bits(small_int_h2(2 * (aux[r] >> 28) + 1));
+      for (int m = 0; m < M; ++m) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          idx[m][r] = h ? raw[m].v[r].z : raw[m].v[r].x;
+          aux[m][r] = h ? raw[m].v[r].w : raw[m].v[r].y;
+          scale[m][r] = bits(small_int_h2(2 * (aux[m][r] >> 28) + 1));
+        }
       }
 #pragma unroll
       for (int l = 0; l < 4; ++l) {
-        uint4 grid[2];
-        uint32_t spread[2];  // sign bit 2p at bit 2p, bit 2p+1 at bit 2p+16
+        uint4 grid[M][2];
+        uint32_t spread[M][2];  // sign bit 2p at bit 2p, bit 2p+1 at bit 2p+16
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          grid[r] = tables.iq2xxs_grid_f16[fmt::byte_of(idx[r], l)];
-          const uint32_t sb = fmt::ksigns((aux[r] >> (7 * l)) & 127u);
-          spread[r] = (sb & 0x55u) | ((sb & 0xAAu) << 15);
+        for (int m = 0; m < M; ++m) {
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            grid[m][r] = tables.iq2xxs_grid_f16[fmt::byte_of(idx[m][r], l)];
+            const uint32_t sb = fmt::ksigns((aux[m][r] >> (7 * l)) & 127u);
+            spread[m][r] = (sb & 0x55u) | ((sb & 0xAAu) << 15);
+          }
         }
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const int s = 8 * h + 2 * l + half;
           const uint2 b = feeds_b ? xh[s * 8 + lane] : make_uint2(0u, 0u);
-          uint32_t a[2][2];
 #pragma unroll
-          for (int r = 0; r < 2; ++r) {
+          for (int m = 0; m < M; ++m) {
+            uint32_t a[2][2];
 #pragma unroll
-            for (int p = 0; p < 2; ++p) {
-              const int e = 4 * half + 2 * p;  // elements e, e + 1 of the entry
-              const uint32_t pair =
-                  half ? (p ? grid[r].w : grid[r].z) : (p ? grid[r].y : grid[r].x);
-              const uint32_t sign = (spread[r] << (15 - e)) & 0x80008000u;
-              a[r][p] = bits(__hmul2(h2(pair), h2(scale[r] ^ sign)));
+            for (int r = 0; r < 2; ++r) {
+#pragma unroll
+              for (int p = 0; p < 2; ++p) {
+                const int e = 4 * half + 2 * p;  // elements e, e + 1 of the entry
+                const uint4& g = grid[m][r];
+                const uint32_t pair = half ? (p ? g.w : g.z) : (p ? g.y : g.x);
+                const uint32_t sign = (spread[m][r] << (15 - e)) & 0x80008000u;
+                a[r][p] = bits(__hmul2(h2(pair), h2(scale[m][r] ^ sign)));
+              }
             }
+            mma(c[m][s % C], a[0][0], a[1][0], a[0][1], a[1][1], b);
           }
-          mma(c[half], a[0][0], a[1][0], a[0][1], a[1][1], b);
         }
       }
     }
     // ggml: d · (0.5 + ls) / 4 · grid · sign = d / 8 · (2 ls + 1) · grid · sign.
     const float f = 0.125f * inv_scale;
-    return make_float2(fmt::f16(raw.d[0]) * f * ((c[0][0] + c[0][1]) + (c[1][0] + c[1][1])),
-                       fmt::f16(raw.d[1]) * f * ((c[0][2] + c[0][3]) + (c[1][2] + c[1][3])));
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      float r0 = 0.f, r1 = 0.f;
+#pragma unroll
+      for (int k = 0; k < C; ++k) r0 += c[m][k][0] + c[m][k][1], r1 += c[m][k][2] + c[m][k][3];
+      out[m] = make_float2(fmt::f16(raw[m].d[0]) * f * r0, fmt::f16(raw[m].d[1]) * f * r1);
+    }
   }
 };
 
@@ -425,20 +459,23 @@ struct WarpItems {
   }
 };
 
-// One warp item: rows g and g+8 (lane = 4g + t) of a tile at block kb, from the raw bytes of
-// that block; the lanes' shares are summed over the quad, so every lane of it holds the item's
-// two results.
-template <TensorType T>
-__device__ __forceinline__ float2 item_sum(const typename Tc<T>::Raw& raw, const Staged& st, int kb,
-                                           int lane, const fmt::IqTables& tables) {
-  float2 v =
-      Tc<T>::dot(raw, st.xh + kb * kSteps * 8, st.inv_scale[kb], st.xsum + kb * 8, lane, tables);
+// One warp item: rows g and g+8 (lane = 4g + t) of a tile at block kb of M matrices, from the
+// raw bytes of that block; the lanes' shares are summed over the quad, so every lane of it holds
+// the item's two results per matrix.
+template <TensorType T, int M>
+__device__ __forceinline__ void item_sums(const typename Tc<T>::Raw (&raw)[M], const Staged& st,
+                                          int kb, int lane, const fmt::IqTables& tables,
+                                          float2 (&v)[M]) {
+  Tc<T>::template dot<M>(raw, st.xh + kb * kSteps * 8, st.inv_scale[kb], st.xsum + kb * 8, lane,
+                         tables, v);
 #pragma unroll
-  for (int o = 1; o < 4; o <<= 1) {
-    v.x += __shfl_xor_sync(kFullMask, v.x, o);
-    v.y += __shfl_xor_sync(kFullMask, v.y, o);
+  for (int m = 0; m < M; ++m) {
+#pragma unroll
+    for (int o = 1; o < 4; o <<= 1) {
+      v[m].x += __shfl_xor_sync(kFullMask, v[m].x, o);
+      v[m].y += __shfl_xor_sync(kFullMask, v[m].y, o);
+    }
   }
-  return v;
 }
 
 // Stores an item's two row sums (held by the lanes with t = 0) at out[g] and out[g + 8].
@@ -511,7 +548,10 @@ __device__ __forceinline__ void sum_items(const CtaRows& rows, typename Tc<T>::R
                                           const fmt::IqTables& tables, float* partial) {
   const int lane = threadIdx.x & 31;
   pipelined(rows.items, first, load, [&](int i, const auto& item) {
-    store_item(partial + i * kTileRows, item_sum<T>(item, st, i % n_kb, lane, tables), lane);
+    const typename Tc<T>::Raw raw[1] = {item};
+    float2 v[1];
+    item_sums<T, 1>(raw, st, i % n_kb, lane, tables, v);
+    store_item(partial + i * kTileRows, v[0], lane);
   });
   pdl_launch_dependents();
   __syncthreads();
