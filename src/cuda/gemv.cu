@@ -127,8 +127,10 @@ void launch_shape(const GemvArgs& a, int L, cudaStream_t stream) {
 // ---- On the tensor cores (tc_gemv.cuh): Q4_K and IQ2_XXS. ------------------------------------
 // A CTA takes rows_per_block rows (whole tiles of 16); its warps take the (tile, kb) items in
 // turn and leave each item's 16 sums in shared memory, which are added per row in kb order.
+constexpr int kTcMostWarps = 16;  // 128 registers per thread at most
+
 template <TensorType T>
-__global__ void __launch_bounds__(kGemvThreads) gemv_tc_kernel(GemvParams p) {
+__global__ void __launch_bounds__(32 * kTcMostWarps) gemv_tc_kernel(GemvParams p) {
   extern __shared__ float4 smem[];
   const GemvArgs& a = p.a;
   const int n = static_cast<int>(a.w.cols), n_kb = n / tc::kBlock;
@@ -147,7 +149,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_tc_kernel(GemvParams p) {
   tc::stage_own_blocks<T>(in, st);
   tc::sum_items<T>(rows, raw, load, st, n_kb, tables, partial);
   const float factor = tc::input_factor(in, st);
-  for (int64_t j = threadIdx.x; j < rows.end - rows.first; j += kGemvThreads) {
+  for (int64_t j = threadIdx.x; j < rows.end - rows.first; j += blockDim.x) {
     const float sum = tc::row_total(partial, j, n_kb, tc::kTileRows) * factor;
     float& y = a.y[rows.first + j];
     y = a.out == GemvOut::Add ? y + sum : sum;
@@ -159,10 +161,10 @@ void launch_gemv(const GemvArgs& a, cudaStream_t stream) {
   using F = fmt::Format<T>;
   if constexpr (tc::supported<T>()) {
     if (tc::input_supported(a.in, a.group) && tc::usable(a.w.rows, a.w.cols, 1)) {
-      const tc::Plan plan = tc::plan(gemv_tc_kernel<T>, a.w.rows, a.w.cols, 1);
+      const tc::Plan plan = tc::plan(gemv_tc_kernel<T>, kTcMostWarps, a.w.rows, a.w.cols, 1);
       GemvParams p{a, device_tables(), 0, 0, plan.rows_per_block, prefetch_enabled()};
       const int64_t blocks = (a.w.rows + plan.rows_per_block - 1) / plan.rows_per_block;
-      launch(gemv_tc_kernel<T>, dim3(static_cast<unsigned>(blocks)), dim3(kGemvThreads), plan.smem,
+      launch(gemv_tc_kernel<T>, dim3(static_cast<unsigned>(blocks)), dim3(plan.threads), plan.smem,
              stream, p);
       return;
     }

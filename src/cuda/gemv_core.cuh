@@ -128,13 +128,13 @@ __device__ __forceinline__ void prefetch_weight_rows(const Matrix& m, int64_t fi
   if (tail_row) prefetch_l2(m.tail + (m.row_offset + first) * tail_row, (end - first) * tail_row);
 }
 
-// Blocks of `kernel` (kGemvThreads threads, smem bytes of dynamic shared memory) resident at once
+// Blocks of `kernel` (`threads` threads, smem bytes of dynamic shared memory) resident at once
 // on the whole GPU. A grid of more blocks runs in waves, and every wave pays the input staging
 // and the first round trip for weights again.
 template <class Kernel>
-int64_t resident_blocks(Kernel kernel, size_t smem) {
+int64_t resident_blocks(Kernel kernel, size_t smem, int threads = kGemvThreads) {
   int per_sm = 0;
-  RL_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kGemvThreads, smem));
+  RL_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
   return static_cast<int64_t>(per_sm < 1 ? 1 : per_sm) * current_device().sm_count;
 }
 

@@ -168,8 +168,11 @@ __global__ void __launch_bounds__(kGemvThreads) gate_up_kernel(GateUpParams p) {
 
 // On the tensor cores (tc_gemv.cuh): a CTA takes rows_per_block rows (whole tiles) of gate and up
 // of its slot; a warp item is a tile of both at one kb, sharing the input fragments.
+constexpr int kGateUpMostWarps = 8;  // 2048-value inputs have 8 kbs; Q4_K takes 164 registers
+constexpr int kDownMostWarps = 20;    // 102
+
 template <TensorType T>
-__global__ void __launch_bounds__(kGemvThreads) gate_up_tc_kernel(GateUpParams p) {
+__global__ void __launch_bounds__(32 * kGateUpMostWarps) gate_up_tc_kernel(GateUpParams p) {
   extern __shared__ float4 smem[];
   __shared__ int32_t slot_ids[kMaxSlots + 1];
   __shared__ float slot_w[kMaxSlots + 1];
@@ -215,7 +218,7 @@ __global__ void __launch_bounds__(kGemvThreads) gate_up_tc_kernel(GateUpParams p
   pdl_launch_dependents();
   __syncthreads();
   const float scale = slot_w[slot], factor = tc::input_factor(in, st);
-  for (int64_t j = threadIdx.x; j < rows.end - rows.first; j += kGemvThreads) {
+  for (int64_t j = threadIdx.x; j < rows.end - rows.first; j += blockDim.x) {
     const float gs = tc::row_total(partial, j, n_kb, 2 * tc::kTileRows) * factor;
     const float us = tc::row_total(partial + tc::kTileRows, j, n_kb, 2 * tc::kTileRows) * factor;
     a.act[slot * a.gate.rows + rows.first + j] = scale * (siluf(gs) * us);
@@ -284,7 +287,7 @@ __global__ void __launch_bounds__(kGemvThreads) down_kernel(DownParams p) {
 // On the tensor cores: the slots' activations are one input of n_slots · cols values, so a kb
 // lies in one slot and reads that slot's expert.
 template <TensorType T>
-__global__ void __launch_bounds__(kGemvThreads) down_tc_kernel(DownParams p) {
+__global__ void __launch_bounds__(32 * kDownMostWarps) down_tc_kernel(DownParams p) {
   extern __shared__ float4 smem[];
   __shared__ int64_t expert[kMaxSlots + 1];
   const DownArgs& a = p.a;
@@ -311,7 +314,7 @@ __global__ void __launch_bounds__(kGemvThreads) down_tc_kernel(DownParams p) {
   const tc::Input in{GemvIn::Plain, a.act, nullptr, nullptr, 0, 0.f, n};
   tc::stage_own_blocks<T>(in, st);  // while the first item's bytes arrive
   tc::sum_items<T>(rows, raw, load, st, n_kb, tables, partial);
-  for (int64_t j = threadIdx.x; j < rows.end - rows.first; j += kGemvThreads) {
+  for (int64_t j = threadIdx.x; j < rows.end - rows.first; j += blockDim.x) {
     const int64_t r = rows.first + j;
     float sum = tc::row_total(partial, j, n_kb, tc::kTileRows);
     if (a.extra) sum += a.extra[r];
@@ -362,8 +365,8 @@ void moe_gate_up(const GateUpArgs& a, cudaStream_t stream) {
     const int L = lanes_for(n_gran);
     if constexpr (tc::supported<T>()) {
       if (tc::usable(a.gate.rows, a.gate.cols, a.n_slots, 2)) {
-        const tc::Plan plan =
-            tc::plan(gate_up_tc_kernel<T>, a.gate.rows, a.gate.cols, a.n_slots, 2);
+        const tc::Plan plan = tc::plan(gate_up_tc_kernel<T>, kGateUpMostWarps, a.gate.rows,
+                                       a.gate.cols, a.n_slots, 2);
         const int rows_per_block = plan.rows_per_block;
         GateUpParams p{a,
                        a.route ? *a.route : RouteArgs{},
@@ -375,7 +378,7 @@ void moe_gate_up(const GateUpArgs& a, cudaStream_t stream) {
         p.a.route = nullptr;
         const dim3 grid(static_cast<unsigned>((a.gate.rows + rows_per_block - 1) / rows_per_block),
                         static_cast<unsigned>(a.n_slots));
-        launch(gate_up_tc_kernel<T>, grid, dim3(kGemvThreads), plan.smem, stream, p);
+        launch(gate_up_tc_kernel<T>, grid, dim3(plan.threads), plan.smem, stream, p);
         return;
       }
     }
@@ -403,11 +406,12 @@ void moe_down(const DownArgs& a, cudaStream_t stream) {
     using F = fmt::Format<T>;
     if constexpr (tc::supported<T>()) {
       if (tc::usable(a.down.rows, a.down.cols * a.n_slots, 1)) {
-        const tc::Plan plan = tc::plan(down_tc_kernel<T>, a.down.rows, a.down.cols * a.n_slots, 1);
+        const tc::Plan plan =
+            tc::plan(down_tc_kernel<T>, kDownMostWarps, a.down.rows, a.down.cols * a.n_slots, 1);
         DownParams p{a, device_tables(), 0, plan.rows_per_block, prefetch_enabled()};
         const unsigned blocks =
             static_cast<unsigned>((a.down.rows + plan.rows_per_block - 1) / plan.rows_per_block);
-        launch(down_tc_kernel<T>, dim3(blocks), dim3(kGemvThreads), plan.smem, stream, p);
+        launch(down_tc_kernel<T>, dim3(blocks), dim3(plan.threads), plan.smem, stream, p);
         return;
       }
     }

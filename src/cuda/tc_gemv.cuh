@@ -375,11 +375,17 @@ __device__ __forceinline__ void write_fragments(const float (&v)[8], int kb, int
   }
 }
 
-constexpr int kWarps = kGemvThreads / 32;
+// Warps per CTA: one per kb up to `most` (so that a tile's items run side by side rather than in
+// turn on fewer warps), the kbs spread evenly when there are more.
+constexpr int warps_for(int64_t n_kb, int most) {
+  const int64_t per = (n_kb + most - 1) / most;
+  return static_cast<int>((n_kb + per - 1) / per);
+}
+constexpr int kMinWarps = 8;  // n >= 8 kbs takes this path (usable)
 
-// A warp stages the blocks it owns, kb = warp, warp + 8, ... (its items are all at those blocks,
-// WarpItems), straight from global memory: no block-wide barrier and no second pass over shared
-// memory, which the fifth pass's timeline showed on every launch's critical path (2-3.6 µs).
+// A warp stages the blocks it owns, kb = warp, warp + W, ... (W warps; its items are all at those
+// blocks, WarpItems), straight from global memory: no block-wide barrier and no second pass over
+// shared memory, which the fifth pass's timeline showed on every launch's critical path (2-3.6 µs).
 // An RmsNorm's 1 / rms, which needs every block, is not applied here: the warp leaves its blocks'
 // sums of squares and the rows' sums are scaled at the end (input_factor). A gated group lies in
 // one block (input_supported) and is normalised here. All loads of a round are issued before any
@@ -388,11 +394,12 @@ template <TensorType T>
 __device__ void stage_own_blocks(const Input& in, const Staged& st) {
   constexpr int kRound = 2;  // blocks loaded together
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_kb = in.n / kBlock;
-  for (int base = warp; base < n_kb; base += kRound * kWarps) {
+  const int n_warps = blockDim.x >> 5;
+  for (int base = warp; base < n_kb; base += kRound * n_warps) {
     float4 x[kRound][2], w[kRound][2], g[kRound][2];
 #pragma unroll
     for (int r = 0; r < kRound; ++r) {
-      const int kb = base + r * kWarps, i = kb * kBlock + 8 * lane;
+      const int kb = base + r * n_warps, i = kb * kBlock + 8 * lane;
       if (kb >= n_kb) continue;
       x[r][0] = *reinterpret_cast<const float4*>(in.x + i);
       x[r][1] = *reinterpret_cast<const float4*>(in.x + i + 4);
@@ -408,7 +415,7 @@ __device__ void stage_own_blocks(const Input& in, const Staged& st) {
     }
 #pragma unroll
     for (int r = 0; r < kRound; ++r) {
-      const int kb = base + r * kWarps;
+      const int kb = base + r * n_warps;
       if (kb >= n_kb) continue;
       float v[8] = {x[r][0].x, x[r][0].y, x[r][0].z, x[r][0].w,
                     x[r][1].x, x[r][1].y, x[r][1].z, x[r][1].w};
@@ -454,8 +461,8 @@ struct WarpItems {
   int owned;  // blocks it owns
   int n_kb;
   __device__ int index(int j) const {
-    const int warp = threadIdx.x >> 5;
-    return (j / owned) * n_kb + warp + kWarps * (j % owned);
+    const int warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+    return (j / owned) * n_kb + warp + n_warps * (j % owned);
   }
 };
 
@@ -494,7 +501,8 @@ __device__ __forceinline__ CtaRows cta_rows(int rows_per_block, int64_t rows, in
   r.first = static_cast<int64_t>(blockIdx.x) * rows_per_block;
   r.end = min(r.first + rows_per_block, rows);
   const int tiles = static_cast<int>((r.end - r.first + kTileRows - 1) / kTileRows);
-  const int owned = (n_kb - (static_cast<int>(threadIdx.x) >> 5) + kWarps - 1) / kWarps;
+  const int n_warps = blockDim.x >> 5;
+  const int owned = (n_kb - (static_cast<int>(threadIdx.x) >> 5) + n_warps - 1) / n_warps;
   r.items = {tiles * owned, owned, n_kb};
   return r;
 }
@@ -575,27 +583,31 @@ constexpr size_t kMaxSmem = 96 * 1024;
 inline bool usable(int64_t rows, int64_t n, int64_t other_blocks, int sums = 1) {
   const int64_t tiles = (rows + kTileRows - 1) / kTileRows;
   return tensor_core_gemv_enabled() && smem_bytes(n, kTileRows, sums) <= kMaxSmem &&
-         n / kBlock >= kWarps && 2 * tiles * other_blocks >= current_device().sm_count;
+         n / kBlock >= kMinWarps && 2 * tiles * other_blocks >= current_device().sm_count;
 }
 
 struct Plan {
   int rows_per_block;  // whole tiles
   size_t smem;
+  int threads;
 };
 // Rows per CTA so that other_blocks × the CTAs over `rows` are one resident wave (as many tiles
-// per CTA as that takes, within kMaxSmem), and the kernel allowed the shared memory it needs.
+// per CTA as that takes, within kMaxSmem), each CTA of warps_for(n_kb, most_warps) warps, and the
+// kernel allowed the shared memory it needs.
 template <class Kernel>
-Plan plan(Kernel kernel, int64_t rows, int64_t n, int64_t other_blocks, int sums = 1) {
+Plan plan(Kernel kernel, int most_warps, int64_t rows, int64_t n, int64_t other_blocks,
+          int sums = 1) {
   int64_t max_tiles = 1;
   while (max_tiles < 64 && smem_bytes(n, 2 * max_tiles * kTileRows, sums) <= kMaxSmem)
     max_tiles *= 2;
   RL_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(smem_bytes(n, max_tiles * kTileRows, sums))));
+  const int threads = 32 * warps_for(n / kBlock, most_warps);
   const int64_t tiles = (rows + kTileRows - 1) / kTileRows;
-  const int64_t resident = resident_blocks(kernel, smem_bytes(n, kTileRows, sums));
+  const int64_t resident = resident_blocks(kernel, smem_bytes(n, kTileRows, sums), threads);
   int64_t per = (tiles * other_blocks + resident - 1) / resident;
   per = per < 1 ? 1 : (per > max_tiles ? max_tiles : per);
-  return {static_cast<int>(per * kTileRows), smem_bytes(n, per * kTileRows, sums)};
+  return {static_cast<int>(per * kTileRows), smem_bytes(n, per * kTileRows, sums), threads};
 }
 
 }  // namespace rl::cuda::tc
