@@ -125,8 +125,9 @@ void launch_shape(const GemvArgs& a, int L, cudaStream_t stream) {
 }
 
 // ---- On the tensor cores (tc_gemv.cuh): Q4_K and IQ2_XXS. ------------------------------------
-// A CTA takes rows_per_block rows (whole tiles of 16); its warps take the (tile, kb) items in
-// turn and leave each item's 16 sums in shared memory, which are added per row in kb order.
+// A CTA takes rows_per_block rows (whole tiles of 16) with a warp per kb (tc::warps_for); each
+// warp stages its kbs of the input and takes the (tile, kb) items at them, leaving each item's 16
+// sums in shared memory, which are added per row in kb order.
 constexpr int kTcMostWarps = 16;  // 128 registers per thread at most
 
 template <TensorType T>

@@ -168,8 +168,10 @@ __global__ void __launch_bounds__(kGemvThreads) gate_up_kernel(GateUpParams p) {
 
 // On the tensor cores (tc_gemv.cuh): a CTA takes rows_per_block rows (whole tiles) of gate and up
 // of its slot; a warp item is a tile of both at one kb, sharing the input fragments.
-constexpr int kGateUpMostWarps = 8;  // 2048-value inputs have 8 kbs; Q4_K takes 164 registers
-constexpr int kDownMostWarps = 20;    // 102
+// Warps per CTA at most (one per kb). The gate/up's 2048-value input has 8 kbs, and its Q4_K
+// kernel takes 164 registers per thread, more than 16 warps allow; 20 warps allow 102.
+constexpr int kGateUpMostWarps = 8;
+constexpr int kDownMostWarps = 20;
 
 template <TensorType T>
 __global__ void __launch_bounds__(32 * kGateUpMostWarps) gate_up_tc_kernel(GateUpParams p) {
