@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "quant/iq_tables.h"
+#include "util/half.h"
 
 namespace rl::cuda {
 
@@ -56,24 +57,12 @@ void split_blocks(const BlockLayout& layout, const uint8_t* src, int64_t n_block
   }
 }
 
-namespace {
-
-// The f16 bits of an integer 0 <= v < 2048 (exact).
-uint16_t small_int_to_f16(uint32_t v) {
-  if (v == 0) return 0;
-  int e = 0;
-  while ((v >> (e + 1)) != 0) ++e;  // 2^e <= v < 2^(e+1)
-  return static_cast<uint16_t>(((e + 15) << 10) | ((v << (10 - e)) & 0x3ffu));
-}
-
-}  // namespace
-
 std::array<uint16_t, 2048> iq2xxs_grid_f16() {
   const auto& grid = quant::tables::iq2xxs_grid;
   static_assert(8 * grid.size() == 2048);
   std::array<uint16_t, 2048> out;
   for (size_t i = 0; i < out.size(); ++i)
-    out[i] = small_int_to_f16((grid[i / 8] >> (8 * (i % 8))) & 0xff);
+    out[i] = float_to_half(static_cast<float>((grid[i / 8] >> (8 * (i % 8))) & 0xff));  // exact
   return out;
 }
 
