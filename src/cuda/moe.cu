@@ -24,12 +24,11 @@ using gguf::TensorType;
 constexpr int kMaxExperts = 512;  // 16 logits per lane, in registers
 constexpr int kMaxSlots = 32;
 
-// Top-k of n logits by one warp: k rounds of a warp arg-max (value descending, index ascending on
-// ties), then the softmax restricted to the chosen k, which equals the renormalised softmax.
-// Lane 0 writes ids[0..k) and weights[0..k); with shared_logit, also slot k for the shared expert
-// (id 0, weight sigmoid(shared_logit)). ids/weights may be shared or global memory.
-// A round is two warp reductions in hardware (redux.sync, sm_80+) over order-preserving integer
-// keys of the logits: the largest key, then the lowest index holding it.
+// Top-k of n logits by one warp (value descending, index ascending on ties), then the softmax
+// restricted to the chosen k, which equals the renormalised softmax. Writes ids[0..k) and
+// weights[0..k); with shared_logit, also slot k for the shared expert (id 0, weight
+// sigmoid(shared_logit)). ids/weights may be shared or global memory. The comparisons are on
+// order-preserving integer keys of the logits, the warp reductions in hardware (redux.sync, sm_80+).
 __device__ __forceinline__ uint32_t order_key(float x) {  // x1 < x2  <=>  key(x1) < key(x2)
   const uint32_t b = __float_as_uint(x);
   return b & 0x80000000u ? ~b : b | 0x80000000u;
@@ -57,12 +56,11 @@ __device__ __forceinline__ void load_keys(const float* logits, int n,
     key[j] = lane + 32 * j < n ? order_key(v) : 0u;
   }
 }
-__device__ void warp_topk(const float* logits, int n, int k, const float* shared_logit,
-                          int32_t* ids, float* weights) {
+// The rounds of a warp arg-max over all of a lane's keys (value descending, index ascending on
+// ties): lane r gets the key of round r, lane 0 writes ids[0..k). The general path of warp_topk.
+__device__ uint32_t topk_rounds(uint32_t (&key)[kMaxExperts / 32], int k, int32_t* ids) {
   const int lane = threadIdx.x & 31;
-  uint32_t key[kMaxExperts / 32];
-  load_keys(logits, n, key);
-  float my_logit = 0.f;  // lane r keeps the logit of round r
+  uint32_t my_key = 0;
   for (int round = 0; round < k; ++round) {
     uint32_t local = 0;
 #pragma unroll
@@ -76,9 +74,74 @@ __device__ void warp_topk(const float* logits, int n, int k, const float* shared
 #pragma unroll
     for (int j = 0; j < kMaxExperts / 32; ++j)
       if (lane + 32 * j == static_cast<int>(best_i)) key[j] = 0;
-    if (lane == round) my_logit = key_value(best);
+    if (lane == round) my_key = best;
     if (lane == 0) ids[round] = static_cast<int32_t>(best_i);
   }
+  return my_key;
+}
+
+// The top k by a threshold, with no rounds over all keys: the k-th largest of the 32 lane maxima
+// bounds the k-th largest key from below (the k lanes above it hold k keys at least as large), so
+// only the keys at or above it are candidates, usually a few more than k. Their ranks, counted
+// against each other in the same order as the rounds, place them. Returns false (nothing written)
+// when more than 32 keys reach the threshold (wide ties), for topk_rounds to decide.
+// Measured (CUDA_DECODE.md, tenth pass): the rounds took ~2.5 µs of each gate/up launch.
+__device__ bool topk_threshold(const uint32_t (&key)[kMaxExperts / 32], int k, int32_t* ids,
+                               uint32_t& my_key) {
+  constexpr int J = kMaxExperts / 32;
+  const int lane = threadIdx.x & 31;
+  __shared__ uint2 cand[2][32];  // (key, index); one list per calling warp (warps 0 and 1)
+  uint2* list = cand[(threadIdx.x >> 5) & 1];
+  uint32_t m = 0;
+#pragma unroll
+  for (int j = 0; j < J; ++j) m = max(m, key[j]);
+  // k rounds over one value per lane; k <= n and k <= 32, so k lanes hold a real key (> 0).
+  uint32_t t = 0;
+  for (int r = 0; r < k; ++r) {
+    t = __reduce_max_sync(kFullMask, m);
+    const uint32_t at = __ballot_sync(kFullMask, m == t);
+    if (lane == __ffs(at) - 1) m = 0;
+  }
+  int count = 0;
+#pragma unroll
+  for (int j = 0; j < J; ++j) count += key[j] >= t;
+  int end = count;  // inclusive prefix sum over the lanes
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int v = __shfl_up_sync(kFullMask, end, o);
+    if (lane >= o) end += v;
+  }
+  const int total = __shfl_sync(kFullMask, end, 31);
+  if (total > 32) return false;
+  int at = end - count;
+#pragma unroll
+  for (int j = 0; j < J; ++j)
+    if (key[j] >= t) list[at++] = make_uint2(key[j], static_cast<uint32_t>(lane + 32 * j));
+  __syncwarp();
+  const uint2 me = lane < total ? list[lane] : make_uint2(0u, 0u);
+  int rank = 0;
+  for (int q = 0; q < total; ++q) {
+    const uint2 o = list[q];
+    rank += o.x > me.x || (o.x == me.x && o.y < me.y);
+  }
+  __syncwarp();  // every lane has read the list
+  if (lane < total && rank < k) {
+    ids[rank] = static_cast<int32_t>(me.y);
+    list[rank].x = me.x;
+  }
+  __syncwarp();
+  my_key = lane < k ? list[lane].x : 0u;
+  return true;
+}
+
+__device__ void warp_topk(const float* logits, int n, int k, const float* shared_logit,
+                          int32_t* ids, float* weights) {
+  const int lane = threadIdx.x & 31;
+  uint32_t key[kMaxExperts / 32];
+  load_keys(logits, n, key);
+  uint32_t my_key;  // lane r < k: the key of rank r
+  if (!topk_threshold(key, k, ids, my_key)) my_key = topk_rounds(key, k, ids);
+  const float my_logit = lane < k ? key_value(my_key) : 0.f;
   const float top = __shfl_sync(kFullMask, my_logit, 0);
   const float e = lane < k ? expf(my_logit - top) : 0.f;
   const float sum = warp_sum(e);
