@@ -198,13 +198,13 @@ void test_moe(Reporter& r, uint64_t seed) {
     for (int e : {500, 7, 260, 7 + 64, 33, 1, 480, 129, 64, 300, 301}) l[e] = 4.0f;  // 11-way tie
     route_case(r, "moe route 512 top-10 ties -> lower index", l, 10, 1.5f);
   }
-  {
-    // 25 ties straddling the cut (5 clear winners above): more candidates than k, within the 32
-    // the threshold path ranks.
+  for (int ties : {25, 27, 28}) {
+    // Ties straddling the cut (5 clear winners above): more candidates than k; 30 and 32 are
+    // within the 32 the threshold path ranks, 33 are not (the rounds decide).
     auto l = rng.normal(512, 0.5f);
-    for (int e : {3, 290, 17, 444, 64}) l[e] = 10.0f;
-    for (int i = 0; i < 25; ++i) l[(37 * i + 11) % 512] = 3.0f;
-    route_case(r, "moe route 512 top-10 25 ties at the cut", l, 10, 0.2f);
+    for (int e : {3, 290, 18, 444, 64}) l[e] = 10.0f;
+    for (int i = 0; i < ties; ++i) l[(37 * i + 11) % 512] = 3.0f;
+    route_case(r, "moe route 512 top-10 " + std::to_string(ties) + " ties at the cut", l, 10, 0.2f);
   }
   {
     // Wider ties than the threshold path takes (> 32 keys reach it): the rounds decide.
@@ -213,6 +213,8 @@ void test_moe(Reporter& r, uint64_t seed) {
     route_case(r, "moe route 512 top-10 40-way tie", l, 10, -0.4f);
     route_case(r, "moe route 512 top-10 all equal", std::vector<float>(512, 0.25f), 10, 0.f);
   }
+  route_case(r, "moe route 512 experts top-1", rng.normal(512), 1, 0.1f);
+  route_case(r, "moe route 512 experts top-32", rng.normal(512), 32, -0.1f);
   route_case(r, "moe route 8 experts top-2", rng.normal(8), 2, 0.0f);
   route_case(r, "moe route 16 experts top-4", rng.normal(16), 4, 0.7f);
 
