@@ -15,6 +15,7 @@
 
 #include <cstdint>
 
+#include "cuda/layout.h"
 #include "gguf/types.h"
 #ifndef __CUDA_ARCH__
 #include "util/half.h"
@@ -250,6 +251,8 @@ struct Format<TensorType::Q4_K> {
   }
 };
 
+// The body's qh is regrouped at upload (layout.h, regroup_q5k_high_bits): granule g's high bits
+// are the two words at byte 16 + 8g, one per sub-block.
 template <>
 struct Format<TensorType::Q5_K> {
   static constexpr int kBlockValues = 256, kGranules = 4, kGranuleValues = 64;
@@ -258,7 +261,7 @@ struct Format<TensorType::Q5_K> {
   RL_HD static void decode(const uint8_t* body, const uint8_t*, int g, const IqTables&,
                            Emit&& emit) {
     const uint4 h = load16(body);
-    const uint4 ha = load16(body + 16), hb = load16(body + 32);  // qh[32]
+    const uint2 qh = load8(body + 16 + 8 * g);
     const uint4 qa = load16(body + 48 + 32 * g), qb = load16(body + 64 + 32 * g);
     const float d = f16(h.x), dmin = f16(h.x >> 16);
     float sc1, m1, sc2, m2;
@@ -267,16 +270,15 @@ struct Format<TensorType::Q5_K> {
     const float d1 = mul(d, sc1), mm1 = mul(dmin, m1);
     const float d2 = mul(d, sc2), mm2 = mul(dmin, m2);
     const uint32_t q[8] = {qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w};
-    const uint32_t qh[8] = {ha.x, ha.y, ha.z, ha.w, hb.x, hb.y, hb.z, hb.w};
-    const int s1 = 2 * g, s2 = 2 * g + 1;
     RL_UNROLL
     for (int i = 0; i < 8; ++i) {
       float lo[4], hi[4];
       RL_UNROLL
       for (int t = 0; t < 4; ++t) {
-        const uint32_t b = byte_of(q[i], t), hb = byte_of(qh[i], t);
-        lo[t] = sub(mul(d1, i2f((b & 0xFu) + (((hb >> s1) & 1u) << 4))), mm1);
-        hi[t] = sub(mul(d2, i2f((b >> 4) + (((hb >> s2) & 1u) << 4))), mm2);
+        const uint32_t b = byte_of(q[i], t);
+        const int bit = q5k_high_bit(4 * i + t);
+        lo[t] = sub(mul(d1, i2f((b & 0xFu) + (((qh.x >> bit) & 1u) << 4))), mm1);
+        hi[t] = sub(mul(d2, i2f((b >> 4) + (((qh.y >> bit) & 1u) << 4))), mm2);
       }
       emit(4 * i, lo[0], lo[1], lo[2], lo[3]);
       emit(32 + 4 * i, hi[0], hi[1], hi[2], hi[3]);

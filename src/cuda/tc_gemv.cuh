@@ -1,5 +1,5 @@
 // Matrix-vector products on the tensor cores for the formats that carry most decode bytes
-// (Q4_K projections, IQ2_XXS experts). Internal; .cu only.
+// (Q4_K / Q5_K projections and experts, IQ2_XXS experts). Internal; .cu only.
 //
 // Why. The float decoders (formats.cuh) spend ~15 instructions per weight (Nsight Compute: the
 // Q4_K projections issue 12M warp instructions for 25M weights); with a few warps per scheduler
@@ -9,7 +9,7 @@
 // IQ2_XXS (its grid lookups and sign bits cost more). Only where the shape fills the GPU
 // (usable() below); the other formats and shapes keep the float decoders.
 //
-// Exactness. Weights enter as small integers, exact in f16: Q4_K sc·q (≤ 63·15), IQ2_XXS
+// Exactness. Weights enter as small integers, exact in f16: Q4_K / Q5_K sc·q (≤ 63·31), IQ2_XXS
 // (2·ls+1)·grid·sign (≤ 31·43); the block's float factors (d, dmin, IQ2_XXS's d/8) are applied to
 // the fp32 sums afterwards. The input is split into two f16 parts x ≈ hi + lo (22 significant
 // bits) after scaling each 256-value block by a power of two so that its largest value is just
@@ -71,15 +71,20 @@ __device__ __forceinline__ __half2 small_int_h2(uint32_t v) {
 template <TensorType T>
 struct Tc;
 
-// Q4_K: chunk t = qs bytes 32t..32t+31: low nibbles are values 64t + 0..31 (sub-block 2t), high
-// nibbles 64t + 32..63 (sub-block 2t+1). Word w of the chunk holds values 4w..4w+3 (low) and
-// 32+4w..32+4w+3 (high); masking nibbles 0 and 2 (or 1 and 3) of a word gives an f16 pair.
-template <>
-struct Tc<TensorType::Q4_K> {
+// Q4_K and Q5_K: chunk t = qs bytes 32t..32t+31: low nibbles are values 64t + 0..31 (sub-block
+// 2t), high nibbles 64t + 32..63 (sub-block 2t+1). Word w of the chunk holds values 4w..4w+3 (low)
+// and 32+4w..32+4w+3 (high); masking nibbles 0 and 2 (or 1 and 3) of a word gives an f16 pair.
+// Q5_K adds each value's fifth bit from the chunk's two regrouped high-bit words (layout.h), which
+// hold a pair's two bits 16 apart, as the f16 pair wants them: q ≤ 31 and sc ≤ 63 keep q·sc below
+// 2048, exact in f16 like Q4_K's.
+template <bool kFifthBit>
+struct TcK {
   static constexpr bool kSubSums = true;  // needs the input's sums per 32 values (the mins)
+  static constexpr int kQsOffset = kFifthBit ? 48 : 16;  // after d, dmin, scales (and qh)
   struct Raw {
     uint4 head[2];  // d, dmin, scales of rows g and g+8
     uint4 q[2][2];  // the chunk's 32 bytes of each row
+    uint2 qh[2];    // Q5_K: the chunk's high bits of each row (sub-blocks 2t, 2t+1)
   };
   // Slots 0-3 take nibbles 0, 2, 1, 3 of a word: swapping 1 and 2 maps slot to nibble and back.
   __host__ __device__ static constexpr int swap12(int i) { return i == 1 ? 2 : i == 2 ? 1 : i; }
@@ -95,8 +100,9 @@ struct Tc<TensorType::Q4_K> {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       raw.head[r] = fmt::load16(blk[r]);
-      raw.q[r][0] = fmt::load16(blk[r] + 16 + 32 * t);
-      raw.q[r][1] = fmt::load16(blk[r] + 32 + 32 * t);
+      raw.q[r][0] = fmt::load16(blk[r] + kQsOffset + 32 * t);
+      raw.q[r][1] = fmt::load16(blk[r] + kQsOffset + 16 + 32 * t);
+      raw.qh[r] = kFifthBit ? fmt::load8(blk[r] + 16 + 8 * t) : make_uint2(0u, 0u);
     }
     return raw;
   }
@@ -149,7 +155,12 @@ struct Tc<TensorType::Q4_K> {
                                                  : q.w;
 #pragma unroll
             for (int p = 0; p < 2; ++p) {
-              const uint32_t n = ((word >> (4 * hi + 8 * p)) & 0x000F000Fu) | 0x64006400u;
+              uint32_t n = ((word >> (4 * hi + 8 * p)) & 0x000F000Fu) | 0x64006400u;
+              if constexpr (kFifthBit) {  // bits j, 16 + j of the sub-block's word to 4, 20
+                const uint32_t h = hi ? raw[m].qh[r].y : raw[m].qh[r].x;
+                const int j = q5k_high_bit(4 * w + p) - 4;
+                n |= (j < 0 ? h << -j : h >> j) & 0x00100010u;
+              }
               // (1024 + q)·sc - 1024·sc = q·sc, exact: one rounding of an integer below 2048.
               a[r][p] = bits(__hfma2(h2(n), h2(sc_c[m][r][hi]), h2(sc_k[m][r][hi])));
             }
@@ -169,6 +180,10 @@ struct Tc<TensorType::Q4_K> {
     }
   }
 };
+template <>
+struct Tc<TensorType::Q4_K> : TcK<false> {};
+template <>
+struct Tc<TensorType::Q5_K> : TcK<true> {};
 
 // IQ2_XXS: chunk t = body bytes 16t..16t+15 = sub-blocks 2t and 2t+1 (grid indices and
 // sign/scale word each). k-step s takes sub-block s / 8, group (s / 2) % 4, elements
@@ -268,7 +283,7 @@ struct Tc<TensorType::IQ2_XXS> {
 
 template <TensorType T>
 constexpr bool supported() {
-  return T == TensorType::Q4_K || T == TensorType::IQ2_XXS;
+  return T == TensorType::Q4_K || T == TensorType::Q5_K || T == TensorType::IQ2_XXS;
 }
 
 // The lookup tables the tensor-core decoder of T reads, in shared memory (the caller synchronises
@@ -319,7 +334,8 @@ constexpr bool inverse_holds() {
         return false;
   return true;
 }
-static_assert(inverse_holds<TensorType::Q4_K>() && inverse_holds<TensorType::IQ2_XXS>());
+static_assert(inverse_holds<TensorType::Q4_K>() && inverse_holds<TensorType::Q5_K>() &&
+              inverse_holds<TensorType::IQ2_XXS>());
 
 // The input of a product: in(x) over n values as GemvIn says.
 struct Input {

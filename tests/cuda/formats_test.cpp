@@ -75,6 +75,23 @@ TEST(CudaLayout, Iq2xxsGridF16HoldsTheMagnitudes) {
   }
 }
 
+// Every high bit of a Q5_K block lands on its own bit of the regrouped qh, where the decoders
+// look for it: chunk t = value / 64, the word of its sub-block, bit q5k_high_bit(value % 32).
+TEST(CudaLayout, Q5kHighBitsRegroupedOneToOne) {
+  for (int value = 0; value < 256; ++value) {
+    uint8_t file_qh[32] = {}, qh[32];
+    file_qh[value % 32] = static_cast<uint8_t>(1u << (value / 32));  // ggml: bit k of byte l
+    regroup_q5k_high_bits(file_qh, qh);
+    int set = 0;
+    for (uint8_t b : qh) set += __builtin_popcount(b);
+    ASSERT_EQ(set, 1) << "value " << value;
+    const int word = 2 * (value / 64) + (value / 32) % 2, bit = q5k_high_bit(value % 32);
+    const uint32_t w = qh[4 * word] | qh[4 * word + 1] << 8 | qh[4 * word + 2] << 16 |
+                       static_cast<uint32_t>(qh[4 * word + 3]) << 24;
+    EXPECT_EQ(w, 1u << bit) << "value " << value;
+  }
+}
+
 TEST(CudaLayout, SplitKeepsEveryByte) {
   // Body + tail sizes add up to the block, and split_blocks moves the scale bytes to the tail.
   for (auto t : {TensorType::Q8_0, TensorType::Q2_K, TensorType::Q3_K, TensorType::Q6_K,
