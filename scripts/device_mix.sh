@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Decode speed of other type mixes than the ANCHORS one, and an A/B of a change on them, on the
+# GPU machine: the full check of the working tree (scripts/device.sh), then 12-layer synthetic
+# 80B models (redlite mkmodel --preset 80b-a3b --layers 12) with the experts and dense types of
+# MIXES, each benchmarked with the new build and a baseline build, alternating (as
+# scripts/device_perf.sh: the files in .perf_base/ replace their counterparts in src/cuda; a file
+# named NAME.test.txt replaces tests/cuda/NAME, for a baseline whose tests differ).
+#   MIXES="iq2_xxs:q5_K q5_K:q5_K" bash scripts/device_mix.sh   (carry .deps and .devdata)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+[ -n "$(ls .perf_base 2>/dev/null)" ] || { echo "device_mix.sh: .perf_base/ is empty or missing"; exit 2; }
+OUT=${OUT:-/tmp/rl-out}
+BASE=/tmp/rl-base
+MIXES=${MIXES:-iq2_xxs:q5_K q5_K:q5_K}
+rm -rf "$BASE" && mkdir -p "$BASE"
+tar --exclude=./build --exclude=./.perf_base --exclude=./.git -cf - . | tar -xf - -C "$BASE"
+for f in .perf_base/*; do
+  case $f in
+    *.test.txt) cp "$f" "$BASE/tests/cuda/$(basename "$f" .test.txt)" ;;
+    *) cp "$f" "$BASE/src/cuda/" ;;
+  esac
+done
+mkdir -p /tmp/rl-base-tmp  # its own unpacked packages: no race with the other build
+(cd "$BASE" && TMPDIR=/tmp/rl-base-tmp OUT=/tmp/rl-out-base WORK=/tmp/rl-work-base \
+  bash scripts/device.sh env build >/tmp/base-build.log 2>&1) &
+BASE_PID=$!
+OUT=$OUT/check bash scripts/device.sh env build selftest unit parity synth >/dev/null 2>&1
+grep -E "selftest:|PASSED|FAIL|ok$|rc=[1-9]" "$OUT/check/summary.txt" | grep -v "rc=0"
+wait $BASE_PID  # no build running during the benchmarks
+tail -2 /tmp/base-build.log
+OUT=$OUT/perf bash scripts/device.sh kernel decode80 parity80 >/dev/null 2>&1
+grep -vE "^ *$|rc=0" "$OUT/perf/summary.txt" | tail -45
+source /tmp/rl-work/env.sh
+for mix in $MIXES; do
+  experts=${mix%%:*} dense=${mix##*:}
+  f=/tmp/m-$experts-$dense.gguf
+  timeout 60 build/redlite mkmodel --preset 80b-a3b --layers 12 --experts "$experts" \
+    --dense "$dense" -o "$f" >/dev/null 2>&1 || echo "mkmodel $mix failed"
+  for i in 1 2; do
+    for b in new base; do
+      bin=build/redlite; [ $b = base ] && bin=$BASE/build/redlite
+      timeout 90 $bin bench decode -m "$f" --positions 4K,128K --kv-types f32 --tokens 32 2>&1 |
+        grep -E "^[0-9]" | sed "s/^/$experts|$dense $b run $i: /"
+    done
+  done
+  timeout 90 build/redlite bench decode -m "$f" --positions 4K --kv-types f32 --tokens 16 \
+    --breakdown 2>&1 | grep -E "experts|projection|router|shared" | grep -v "^ *kernel"
+  rm -f "$f"
+done 2>&1 | tee "$OUT/mix.txt"
