@@ -34,9 +34,9 @@ std::optional<BlockLayout> block_layout(gguf::TensorType type);
 // sub-blocks 2t and 2t + 1) owns bytes 8t .. 8t + 7 of the regrouped qh, as two little-endian
 // words, one per sub-block. In the word of a sub-block, bit j < 16 is the high bit of its value
 // 4 (j / 2) + j % 2 and bit 16 + j that of the value 2 further on: the two values whose 4-bit
-// parts sit in one byte pair (bytes j % 2 and j % 2 + 2 of word j / 2 of the chunk's qs), so a
-// pair of f16 lanes takes both high bits with one shift and one mask. In the file, bit k of qh
-// byte l is the high bit of value 32k + l.
+// parts sit in one byte pair (bytes j % 2 and j % 2 + 2 of word j / 2 of the chunk's qs), so the
+// tensor-core decoder builds that f16 pair's two high bits with one shift and one mask. In the
+// file, bit k of qh byte l is the high bit of value 32k + l.
 void regroup_q5k_high_bits(const uint8_t* file_qh, uint8_t* qh);
 // The bit of value l (< 32) of a sub-block in its regrouped word.
 constexpr int q5k_high_bit(int l) {
