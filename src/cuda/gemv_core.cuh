@@ -13,7 +13,8 @@
 //      granule so that lanes reading the same offset of consecutive granules hit different banks,
 //      and read as float4; four independent accumulators per lane hide the FMA latency.
 // The scales of a granule are applied per value (decode then multiply) rather than factored out:
-// that keeps one exact decoder per format, shared with the bit-exactness self-test.
+// that keeps one exact decoder per format, shared with the bit-exactness self-test. Q6_K is the
+// exception (q6k_granule_dot): its decoder's instructions, not memory, bound the output head.
 #pragma once
 #include "cuda/check.h"
 #include "cuda/device.h"
@@ -49,6 +50,56 @@ __host__ __device__ __forceinline__ int64_t tail_row_bytes(int64_t cols) {
   return cols / F::kBlockValues * F::kTailBytes;
 }
 
+// Q6_K granule n (128 values) of one block dotted with its staged input xg, without a float per
+// weight: per 16-value scale group the sum of (q - 32) · x, then times d · scale. Four 6-bit
+// values are assembled in one word (nibbles | 2-bit fields), and each becomes the float q - 32
+// with one byte permute into 0x4B0000qq (2^23 + q) and one subtraction of 2^23 + 32, both exact.
+// About 4 instructions per weight against the decoder's 7 (and its product with the scale); the
+// output head (Q6_K, 255 MB) was bound by them at 38 % of the copy bandwidth (CUDA_DECODE.md,
+// eleventh pass). The decoder's value order: formats.cuh, Format<Q6_K>::decode.
+__device__ __forceinline__ float q6k_granule_dot(const uint8_t* body, const uint8_t* tail, int n,
+                                                 const float* xg) {
+  uint32_t ql[16], qh[8];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const uint4 v = fmt::load16(body + 64 * n + 16 * k);
+    ql[4 * k] = v.x, ql[4 * k + 1] = v.y, ql[4 * k + 2] = v.z, ql[4 * k + 3] = v.w;
+  }
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    const uint4 v = fmt::load16(body + 128 + 32 * n + 16 * k);
+    qh[4 * k] = v.x, qh[4 * k + 1] = v.y, qh[4 * k + 2] = v.z, qh[4 * k + 3] = v.w;
+  }
+  const uint2 s = fmt::load8(body + 192 + 8 * n);
+  const float d = fmt::f16(fmt::load2(tail));
+  float group[8] = {};  // sums of (q - 32) · x per scale group
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {  // values l = 4i..4i+3 of each quarter
+    // Quarter p holds values 32p + l: low nibbles of ql[i] (p = 0) and ql[8 + i] (p = 1), high
+    // nibbles (p = 2, 3), with bits 2p, 2p + 1 of qh[i] on top.
+    const uint32_t q[4] = {(ql[i] & 0x0F0F0F0Fu) | ((qh[i] << 4) & 0x30303030u),
+                           (ql[8 + i] & 0x0F0F0F0Fu) | ((qh[i] << 2) & 0x30303030u),
+                           ((ql[i] >> 4) & 0x0F0F0F0Fu) | (qh[i] & 0x30303030u),
+                           ((ql[8 + i] >> 4) & 0x0F0F0F0Fu) | ((qh[i] >> 2) & 0x30303030u)};
+#pragma unroll
+    for (int p = 0; p < 4; ++p) {
+      const float4 xv = *reinterpret_cast<const float4*>(xg + 32 * p + 4 * i);
+      const float xs[4] = {xv.x, xv.y, xv.z, xv.w};
+      float& acc = group[i / 4 + 2 * p];
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        const float w = __int_as_float(__byte_perm(q[p], 0x4B000000u, 0x7540u + t)) - 8388640.0f;
+        acc = fmaf(w, xs[t], acc);
+      }
+    }
+  }
+  float sum = 0.f;
+#pragma unroll
+  for (int k = 0; k < 8; ++k)
+    sum = fmaf(fmt::mul(d, fmt::i2f(fmt::sbyte_of(k < 4 ? s.x : s.y, k & 3))), group[k], sum);
+  return sum;
+}
+
 // Partial dot products of R rows with the staged input: the lane takes granules
 // {sub, sub + L, ...} < n_gran of each row (L: the stride, lanes x warps sharing a row). The
 // granule loop is unrolled U times: U = 4 for long rows (several granules per lane), U = 1 with
@@ -75,13 +126,17 @@ __device__ __forceinline__ void rows_dot(int n_gran, int sub, int L, const float
       const uint8_t* tail;
       int g;
       loc[k](i, body, tail, g);
-      F::decode(body, tail, g, tables, [&](int j, float w0, float w1, float w2, float w3) {
-        const float4 xv = *reinterpret_cast<const float4*>(xg + j);
-        acc[k].x = fmaf(w0, xv.x, acc[k].x);
-        acc[k].y = fmaf(w1, xv.y, acc[k].y);
-        acc[k].z = fmaf(w2, xv.z, acc[k].z);
-        acc[k].w = fmaf(w3, xv.w, acc[k].w);
-      });
+      if constexpr (T == gguf::TensorType::Q6_K) {
+        acc[k].x += q6k_granule_dot(body, tail, g, xg);
+      } else {
+        F::decode(body, tail, g, tables, [&](int j, float w0, float w1, float w2, float w3) {
+          const float4 xv = *reinterpret_cast<const float4*>(xg + j);
+          acc[k].x = fmaf(w0, xv.x, acc[k].x);
+          acc[k].y = fmaf(w1, xv.y, acc[k].y);
+          acc[k].z = fmaf(w2, xv.z, acc[k].z);
+          acc[k].w = fmaf(w3, xv.w, acc[k].w);
+        });
+      }
     }
   }
 #pragma unroll
