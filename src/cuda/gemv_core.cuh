@@ -54,9 +54,10 @@ __host__ __device__ __forceinline__ int64_t tail_row_bytes(int64_t cols) {
 // weight: per 16-value scale group the sum of (q - 32) · x, then times d · scale. Four 6-bit
 // values are assembled in one word (nibbles | 2-bit fields), and each becomes the float q - 32
 // with one byte permute into 0x4B0000qq (2^23 + q) and one subtraction of 2^23 + 32, both exact.
-// About 4 instructions per weight against the decoder's 7 (and its product with the scale); the
-// output head (Q6_K, 255 MB) was bound by them at 38 % of the copy bandwidth (CUDA_DECODE.md,
-// eleventh pass). The decoder's value order: formats.cuh, Format<Q6_K>::decode.
+// By count of the operations about 4 instructions per weight against the decoder's 7 (and its
+// product with the scale); with the decoder the output head (Q6_K, 255 MB) ran at 38 % of the
+// copy bandwidth, with this dot at 54 % (CUDA_DECODE.md, eleventh pass). The value order is the
+// decoder's: formats.cuh, Format<Q6_K>::decode.
 __device__ __forceinline__ float q6k_granule_dot(const uint8_t* body, const uint8_t* tail, int n,
                                                  const float* xg) {
   uint32_t ql[16], qh[8];
