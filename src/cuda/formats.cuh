@@ -291,27 +291,39 @@ template <>
 struct Format<TensorType::Q6_K> {
   static constexpr int kBlockValues = 256, kGranules = 2, kGranuleValues = 128;
   static constexpr int kBodyBytes = 208, kTailBytes = 2;
-  template <class Emit>
-  RL_HD static void decode(const uint8_t* body, const uint8_t* tail, int n, const IqTables&,
-                           Emit&& emit) {
+  // Granule n's bytes: ql (4-bit parts), qh (2-bit parts) and d · scale of its 8 groups of 16.
+  // Shared with the GEMV's per-group dot (gemv_core.cuh, q6k_granule_dot).
+  struct Granule {
     uint32_t ql[16], qh[8];
+    float ds[8];
+  };
+  RL_HD static Granule load(const uint8_t* body, const uint8_t* tail, int n) {
+    Granule g;
     RL_UNROLL
     for (int k = 0; k < 4; ++k) {
       const uint4 v = load16(body + 64 * n + 16 * k);
-      ql[4 * k] = v.x, ql[4 * k + 1] = v.y, ql[4 * k + 2] = v.z, ql[4 * k + 3] = v.w;
+      g.ql[4 * k] = v.x, g.ql[4 * k + 1] = v.y, g.ql[4 * k + 2] = v.z, g.ql[4 * k + 3] = v.w;
     }
     RL_UNROLL
     for (int k = 0; k < 2; ++k) {
       const uint4 v = load16(body + 128 + 32 * n + 16 * k);
-      qh[4 * k] = v.x, qh[4 * k + 1] = v.y, qh[4 * k + 2] = v.z, qh[4 * k + 3] = v.w;
+      g.qh[4 * k] = v.x, g.qh[4 * k + 1] = v.y, g.qh[4 * k + 2] = v.z, g.qh[4 * k + 3] = v.w;
     }
     const uint2 s = load8(body + 192 + 8 * n);
     const float d = f16(load2(tail));
-    float ds[8];
     RL_UNROLL
     for (int k = 0; k < 8; ++k) {
-      ds[k] = mul(d, i2f(sbyte_of(k < 4 ? s.x : s.y, k & 3)));
+      g.ds[k] = mul(d, i2f(sbyte_of(k < 4 ? s.x : s.y, k & 3)));
     }
+    return g;
+  }
+  template <class Emit>
+  RL_HD static void decode(const uint8_t* body, const uint8_t* tail, int n, const IqTables&,
+                           Emit&& emit) {
+    const Granule g = load(body, tail, n);
+    const uint32_t(&ql)[16] = g.ql;
+    const uint32_t(&qh)[8] = g.qh;
+    const float(&ds)[8] = g.ds;
     RL_UNROLL
     for (int i = 0; i < 8; ++i) {  // values l = 4i..4i+3
       const int is = i / 4;        // l / 16

@@ -60,19 +60,9 @@ __host__ __device__ __forceinline__ int64_t tail_row_bytes(int64_t cols) {
 // decoder's: formats.cuh, Format<Q6_K>::decode.
 __device__ __forceinline__ float q6k_granule_dot(const uint8_t* body, const uint8_t* tail, int n,
                                                  const float* xg) {
-  uint32_t ql[16], qh[8];
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const uint4 v = fmt::load16(body + 64 * n + 16 * k);
-    ql[4 * k] = v.x, ql[4 * k + 1] = v.y, ql[4 * k + 2] = v.z, ql[4 * k + 3] = v.w;
-  }
-#pragma unroll
-  for (int k = 0; k < 2; ++k) {
-    const uint4 v = fmt::load16(body + 128 + 32 * n + 16 * k);
-    qh[4 * k] = v.x, qh[4 * k + 1] = v.y, qh[4 * k + 2] = v.z, qh[4 * k + 3] = v.w;
-  }
-  const uint2 s = fmt::load8(body + 192 + 8 * n);
-  const float d = fmt::f16(fmt::load2(tail));
+  const auto gr = fmt::Format<gguf::TensorType::Q6_K>::load(body, tail, n);
+  const uint32_t(&ql)[16] = gr.ql;
+  const uint32_t(&qh)[8] = gr.qh;
   float group[8] = {};  // sums of (q - 32) · x per scale group
 #pragma unroll
   for (int i = 0; i < 8; ++i) {  // values l = 4i..4i+3 of each quarter
@@ -96,8 +86,7 @@ __device__ __forceinline__ float q6k_granule_dot(const uint8_t* body, const uint
   }
   float sum = 0.f;
 #pragma unroll
-  for (int k = 0; k < 8; ++k)
-    sum = fmaf(fmt::mul(d, fmt::i2f(fmt::sbyte_of(k < 4 ? s.x : s.y, k & 3))), group[k], sum);
+  for (int k = 0; k < 8; ++k) sum = fmaf(gr.ds[k], group[k], sum);
   return sum;
 }
 
