@@ -3,30 +3,18 @@
 # GPU machine: the full check of the working tree (scripts/device.sh), then 12-layer synthetic
 # 80B models (redlite mkmodel --preset 80b-a3b --layers 12) with the experts and dense types of
 # MIXES, each benchmarked with the new build and a baseline build, alternating (as
-# scripts/device_perf.sh: the files in .perf_base/ replace their counterparts in src/cuda; a file
-# named NAME.test.txt replaces tests/cuda/NAME, for a baseline whose tests differ).
+# scripts/device_perf.sh; the baseline is scripts/base_build.sh's: the files in .perf_base/
+# replace their counterparts in src/cuda, NAME.test.txt replaces tests/cuda/NAME).
 # The mix "80b" is the full ANCHORS model that the decode80 stage writes.
 #   MIXES="iq2_xxs:q5_K q5_K:q5_K" bash scripts/device_mix.sh   (carry .deps and .devdata)
 # CHECK_STAGES and PERF_STAGES choose scripts/device.sh's stages before and after the baseline
 # build is waited for (defaults: the full check; kernel decode80 parity80).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-[ -n "$(ls .perf_base 2>/dev/null)" ] || { echo "device_mix.sh: .perf_base/ is empty or missing"; exit 2; }
+source scripts/base_build.sh
 OUT=${OUT:-/tmp/rl-out}
-BASE=/tmp/rl-base
 MIXES=${MIXES:-iq2_xxs:q5_K q5_K:q5_K}
-rm -rf "$BASE" && mkdir -p "$BASE"
-tar --exclude=./build --exclude=./.perf_base --exclude=./.git -cf - . | tar -xf - -C "$BASE"
-for f in .perf_base/*; do
-  case $f in
-    *.test.txt) cp "$f" "$BASE/tests/cuda/$(basename "$f" .test.txt)" ;;
-    *) cp "$f" "$BASE/src/cuda/" ;;
-  esac
-done
-mkdir -p /tmp/rl-base-tmp  # its own unpacked packages: no race with the other build
-(cd "$BASE" && TMPDIR=/tmp/rl-base-tmp OUT=/tmp/rl-out-base WORK=/tmp/rl-work-base \
-  bash scripts/device.sh env build >/tmp/base-build.log 2>&1) &
-BASE_PID=$!
+start_base_build
 OUT=$OUT/check bash scripts/device.sh ${CHECK_STAGES:-env build selftest unit parity synth} \
   >/dev/null 2>&1
 grep -E "selftest:|PASSED|FAIL|ok$|rc=[1-9]" "$OUT/check/summary.txt" | grep -v "rc=0"

@@ -10,17 +10,10 @@
 # .perf_base/ is untracked, so it travels with the working tree; delete it afterwards.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-[ -n "$(ls .perf_base 2>/dev/null)" ] || { echo "device_perf.sh: .perf_base/ is empty or missing"; exit 2; }
+source scripts/base_build.sh
 OUT=${OUT:-/tmp/rl-out}
-BASE=/tmp/rl-base
 mkdir -p "$OUT"
-rm -rf "$BASE" && mkdir -p "$BASE"
-tar --exclude=./build --exclude=./.perf_base --exclude=./.git -cf - . | tar -xf - -C "$BASE"
-cp .perf_base/* "$BASE/src/cuda/"
-mkdir -p /tmp/rl-base-tmp  # its own unpacked packages: no race with the other build
-(cd "$BASE" && TMPDIR=/tmp/rl-base-tmp OUT=/tmp/rl-out-base WORK=/tmp/rl-work-base \
-  bash scripts/device.sh env build >/tmp/base-build.log 2>&1) &
-BASE_PID=$!
+start_base_build
 OUT=$OUT/check bash scripts/device.sh env build selftest unit parity synth
 for x in ${AB_VAR:+${AB_VALUES:-0 1}}; do  # the self-test under each setting of the switch
   env "$AB_VAR=$x" build/redlite selftest 2>&1 | grep -E "FAIL|selftest:" | head -20 |
