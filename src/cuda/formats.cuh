@@ -15,7 +15,6 @@
 
 #include <cstdint>
 
-#include "cuda/layout.h"
 #include "gguf/types.h"
 #ifndef __CUDA_ARCH__
 #include "util/half.h"
@@ -35,10 +34,13 @@ using gguf::TensorType;
 
 // The lookup tables of the IQ formats (shared memory in kernels, host memory in host tests).
 struct IqTables {
-  const uint64_t* iq2xxs_grid;             // [256], byte j = magnitude of weight j
-  const uint32_t* iq3xxs_grid;             // [256]
-  const int8_t* iq4nl_values;              // [16]
-  const uint4* iq2xxs_grid_f16 = nullptr;  // [256], see DeviceTables (tensor-core path only)
+  const uint64_t* iq2xxs_grid;  // [256], byte j = magnitude of weight j
+  const uint32_t* iq3xxs_grid;  // [256]
+  const int8_t* iq4nl_values;   // [16]
+  // The tensor-core decoder's (tc_gemv.cuh): [256] grid entry i's magnitudes 8, 25, 43 as codes
+  // 0, 1, 2 in nibble j, and [128] ksigns(i)'s bit j at bit 4j + 2.
+  const uint32_t* iq2xxs_codes = nullptr;
+  const uint32_t* iq2xxs_sign_nibbles = nullptr;
 };
 
 RL_HD float mul(float a, float b) {
@@ -251,8 +253,6 @@ struct Format<TensorType::Q4_K> {
   }
 };
 
-// The body's qh is regrouped at upload (layout.h, regroup_q5k_high_bits): granule g's high bits
-// are the two words at byte 16 + 8g, one per sub-block.
 template <>
 struct Format<TensorType::Q5_K> {
   static constexpr int kBlockValues = 256, kGranules = 4, kGranuleValues = 64;
@@ -261,7 +261,7 @@ struct Format<TensorType::Q5_K> {
   RL_HD static void decode(const uint8_t* body, const uint8_t*, int g, const IqTables&,
                            Emit&& emit) {
     const uint4 h = load16(body);
-    const uint2 qh = load8(body + 16 + 8 * g);
+    const uint4 ha = load16(body + 16), hb = load16(body + 32);  // qh[32]
     const uint4 qa = load16(body + 48 + 32 * g), qb = load16(body + 64 + 32 * g);
     const float d = f16(h.x), dmin = f16(h.x >> 16);
     float sc1, m1, sc2, m2;
@@ -270,15 +270,16 @@ struct Format<TensorType::Q5_K> {
     const float d1 = mul(d, sc1), mm1 = mul(dmin, m1);
     const float d2 = mul(d, sc2), mm2 = mul(dmin, m2);
     const uint32_t q[8] = {qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w};
+    const uint32_t qh[8] = {ha.x, ha.y, ha.z, ha.w, hb.x, hb.y, hb.z, hb.w};
+    const int s1 = 2 * g, s2 = 2 * g + 1;
     RL_UNROLL
     for (int i = 0; i < 8; ++i) {
       float lo[4], hi[4];
       RL_UNROLL
       for (int t = 0; t < 4; ++t) {
-        const uint32_t b = byte_of(q[i], t);
-        const int bit = q5k_high_bit(4 * i + t);
-        lo[t] = sub(mul(d1, i2f((b & 0xFu) + (((qh.x >> bit) & 1u) << 4))), mm1);
-        hi[t] = sub(mul(d2, i2f((b >> 4) + (((qh.y >> bit) & 1u) << 4))), mm2);
+        const uint32_t b = byte_of(q[i], t), hb = byte_of(qh[i], t);
+        lo[t] = sub(mul(d1, i2f((b & 0xFu) + (((hb >> s1) & 1u) << 4))), mm1);
+        hi[t] = sub(mul(d2, i2f((b >> 4) + (((hb >> s2) & 1u) << 4))), mm2);
       }
       emit(4 * i, lo[0], lo[1], lo[2], lo[3]);
       emit(32 + 4 * i, hi[0], hi[1], hi[2], hi[3]);
@@ -425,7 +426,26 @@ struct Format<TensorType::Q3_K> {
   }
 };
 
-// ---- IQ2_XXS: granule = two groups of 32 (8 bytes each) ---------------------------------------
+// ---- IQ2_XXS: granule = two groups of 32
+// --------------------------------------------------------- The body is regrouped at upload
+// (layout.h, regroup_iq2xxs) into four 16-byte quarters; quarter l holds what the 8-value group l
+// of every 32-value group (sub-block) needs. These read it.
+namespace iq2xxs {
+// Sub-block s's grid index of group l, from quarter l (bytes 0-7: sub-blocks 0-7).
+RL_HD uint32_t grid_index(const uint4& quarter, int s) {
+  return byte_of(s < 4 ? quarter.x : quarter.y, s & 3);
+}
+// Its 7 sign bits (bytes 8-14: bits 7s .. 7s + 6 of a 56-bit field).
+RL_HD uint32_t sign_bits(const uint4& quarter, int s) {
+  const uint64_t field = quarter.z | static_cast<uint64_t>(quarter.w) << 32;
+  return static_cast<uint32_t>(field >> (7 * s)) & 127u;
+}
+// Byte 15 of quarter l: the 4-bit scales of sub-blocks 2l (low nibble) and 2l + 1.
+RL_HD uint32_t scale_pair(const uint4& quarter) {
+  return quarter.w >> 24;
+}
+}  // namespace iq2xxs
+
 template <>
 struct Format<TensorType::IQ2_XXS> {
   static constexpr int kBlockValues = 256, kGranules = 4, kGranuleValues = 64;
@@ -433,25 +453,27 @@ struct Format<TensorType::IQ2_XXS> {
   template <class Emit>
   RL_HD static void decode(const uint8_t* body, const uint8_t* tail, int g, const IqTables& t,
                            Emit&& emit) {
-    const uint4 v = load16(body + 16 * g);
+    const uint4 quarter[4] = {load16(body), load16(body + 16), load16(body + 32),
+                              load16(body + 48)};
     const float d = f16(load2(tail));
     RL_UNROLL
     for (int h = 0; h < 2; ++h) {
-      const uint32_t idx = h ? v.z : v.x, aux = h ? v.w : v.y;
-      const float db = mul(mul(d, add(0.5f, i2f(aux >> 28))), 0.25f);
+      const int s = 2 * g + h;
+      const uint32_t ls = (iq2xxs::scale_pair(quarter[g]) >> (4 * h)) & 15u;
+      const float db = mul(mul(d, add(0.5f, i2f(ls))), 0.25f);
       RL_UNROLL
       for (int l = 0; l < 4; ++l) {
-        const uint64_t grid = t.iq2xxs_grid[byte_of(idx, l)];
-        const uint32_t s = ksigns((aux >> (7 * l)) & 127u);
+        const uint64_t grid = t.iq2xxs_grid[iq2xxs::grid_index(quarter[l], s)];
+        const uint32_t signs = ksigns(iq2xxs::sign_bits(quarter[l], s));
         const uint32_t g0 = static_cast<uint32_t>(grid), g1 = static_cast<uint32_t>(grid >> 32);
-        emit(32 * h + 8 * l, with_sign(mul(db, i2f(byte_of(g0, 0))), s, 0),
-             with_sign(mul(db, i2f(byte_of(g0, 1))), s, 1),
-             with_sign(mul(db, i2f(byte_of(g0, 2))), s, 2),
-             with_sign(mul(db, i2f(byte_of(g0, 3))), s, 3));
-        emit(32 * h + 8 * l + 4, with_sign(mul(db, i2f(byte_of(g1, 0))), s, 4),
-             with_sign(mul(db, i2f(byte_of(g1, 1))), s, 5),
-             with_sign(mul(db, i2f(byte_of(g1, 2))), s, 6),
-             with_sign(mul(db, i2f(byte_of(g1, 3))), s, 7));
+        emit(32 * h + 8 * l, with_sign(mul(db, i2f(byte_of(g0, 0))), signs, 0),
+             with_sign(mul(db, i2f(byte_of(g0, 1))), signs, 1),
+             with_sign(mul(db, i2f(byte_of(g0, 2))), signs, 2),
+             with_sign(mul(db, i2f(byte_of(g0, 3))), signs, 3));
+        emit(32 * h + 8 * l + 4, with_sign(mul(db, i2f(byte_of(g1, 0))), signs, 4),
+             with_sign(mul(db, i2f(byte_of(g1, 1))), signs, 5),
+             with_sign(mul(db, i2f(byte_of(g1, 2))), signs, 6),
+             with_sign(mul(db, i2f(byte_of(g1, 3))), signs, 7));
       }
     }
   }

@@ -16,9 +16,6 @@ namespace rl::cuda {
 // The IQ lookup tables in device memory (uploaded once per device from rl::quant::tables).
 struct DeviceTables {
   const uint64_t* iq2xxs_grid = nullptr;
-  // The same grid with each entry's 8 magnitudes as f16 (4 words of 2), for the tensor-core
-  // decoder: one 16-byte lookup gives its A-fragment pairs with no conversion.
-  const uint32_t* iq2xxs_grid_f16 = nullptr;
   const uint32_t* iq3xxs_grid = nullptr;
   const int8_t* iq4nl_values = nullptr;
 };

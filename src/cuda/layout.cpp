@@ -2,9 +2,6 @@
 
 #include <cstring>
 
-#include "quant/iq_tables.h"
-#include "util/half.h"
-
 namespace rl::cuda {
 
 using gguf::TensorType;
@@ -40,23 +37,30 @@ std::optional<BlockLayout> block_layout(TensorType type) {
   }
 }
 
-void regroup_q5k_high_bits(const uint8_t* file_qh, uint8_t* qh) {
-  uint32_t words[8] = {};  // [chunk][sub-block]
-  for (int sub = 0; sub < 8; ++sub)
-    for (int l = 0; l < 32; ++l)
-      words[sub] |= static_cast<uint32_t>((file_qh[l] >> sub) & 1) << q5k_high_bit(l);
-  for (int w = 0; w < 8; ++w)
-    for (int b = 0; b < 4; ++b) qh[4 * w + b] = static_cast<uint8_t>(words[w] >> (8 * b));
+void regroup_iq2xxs(const uint8_t* file_qs, uint8_t* body) {
+  for (int l = 0; l < 4; ++l) {
+    uint8_t* quarter = body + 16 * l;
+    uint64_t signs = 0;
+    for (int s = 0; s < 8; ++s) {
+      const uint8_t* sub = file_qs + 8 * s;  // grid indices | signs and scale
+      const uint32_t aux =
+          sub[4] | sub[5] << 8 | sub[6] << 16 | static_cast<uint32_t>(sub[7]) << 24;
+      quarter[s] = sub[l];
+      signs |= static_cast<uint64_t>((aux >> (7 * l)) & 127u) << (7 * s);
+    }
+    for (int b = 0; b < 7; ++b) quarter[8 + b] = static_cast<uint8_t>(signs >> (8 * b));
+    const uint8_t* even = file_qs + 16 * l + 7;  // the top bytes of sub-blocks 2l and 2l + 1
+    quarter[15] = static_cast<uint8_t>((even[0] >> 4) | (even[8] & 0xF0));
+  }
 }
 
 void split_blocks(const BlockLayout& layout, const uint8_t* src, int64_t n_blocks, uint8_t* body,
                   uint8_t* tail) {
-  if (layout.type == TensorType::Q5_K) {  // d dmin scales[12] | qh[32] | qs[128]
+  if (layout.type == TensorType::IQ2_XXS) {  // d | qs[64]
     for (int64_t b = 0; b < n_blocks; ++b) {
       const uint8_t* s = src + b * layout.block_bytes;
-      uint8_t* d = body + b * layout.body_bytes();
-      std::memcpy(d, s, layout.block_bytes);
-      regroup_q5k_high_bits(s + 16, d + 16);
+      std::memcpy(tail + b * layout.tail_bytes, s, 2);
+      regroup_iq2xxs(s + 2, body + b * layout.body_bytes());
     }
     return;
   }
@@ -73,15 +77,6 @@ void split_blocks(const BlockLayout& layout, const uint8_t* src, int64_t n_block
     std::memcpy(d + head, s + head + layout.tail_bytes, rest);
     std::memcpy(tail + b * layout.tail_bytes, s + head, layout.tail_bytes);
   }
-}
-
-std::array<uint16_t, 2048> iq2xxs_grid_f16() {
-  const auto& grid = quant::tables::iq2xxs_grid;
-  static_assert(8 * grid.size() == 2048);
-  std::array<uint16_t, 2048> out;
-  for (size_t i = 0; i < out.size(); ++i)
-    out[i] = float_to_half(static_cast<float>((grid[i / 8] >> (8 * (i % 8))) & 0xff));  // exact
-  return out;
 }
 
 }  // namespace rl::cuda

@@ -5,11 +5,9 @@
 // use 16-byte loads on them. At upload each block is split into its "body" (the bytes without
 // the scale fields) and its "tail" (the scale fields), stored in two arrays with the same block
 // order. Values and byte counts are unchanged; the bodies of most types become 16-byte aligned.
-// One type's body is also reordered: Q5_K's 32 bytes of high bits (qh) are regrouped so that the
-// 64 high bits of each 64-value chunk lie together (regroup_q5k_high_bits), and a decoder of a
-// chunk loads 8 bytes of them instead of all 32.
+// One type's body is also reordered: IQ2_XXS's (regroup_iq2xxs), so that each lane of a
+// tensor-core item loads one 16-byte quarter of it.
 #pragma once
-#include <array>
 #include <cstdint>
 #include <optional>
 
@@ -30,26 +28,17 @@ struct BlockLayout {
 // BF16) are treated as blocks of 8 values.
 std::optional<BlockLayout> block_layout(gguf::TensorType type);
 
-// Q5_K's high bits in the order the CUDA decoders read them. Chunk t (values 64t .. 64t + 63,
-// sub-blocks 2t and 2t + 1) owns bytes 8t .. 8t + 7 of the regrouped qh, as two little-endian
-// words, one per sub-block. In the word of a sub-block, bit j < 16 is the high bit of its value
-// 4 (j / 2) + j % 2 and bit 16 + j that of the value 2 further on: the two values whose 4-bit
-// parts sit in one byte pair (bytes j % 2 and j % 2 + 2 of word j / 2 of the chunk's qs), so the
-// tensor-core decoder builds that f16 pair's two high bits with one shift and one mask. In the
-// file, bit k of qh byte l is the high bit of value 32k + l.
-void regroup_q5k_high_bits(const uint8_t* file_qh, uint8_t* qh);
-// The bit of value l (< 32) of a sub-block in its regrouped word.
-constexpr int q5k_high_bit(int l) {
-  return 2 * (l / 4) + l % 2 + (l % 4 >= 2 ? 16 : 0);
-}
+// IQ2_XXS's 64 body bytes (after d) in the order the CUDA decoders read them. In the file,
+// sub-block s (values 32s .. 32s + 31) is a word of four grid indices (byte l: its 8-value group
+// l) and a word of four 7-bit sign fields (bits 7l ..) with the 4-bit scale in bits 28-31. The
+// tensor cores take a sub-block per k-step, each lane of a quad one group of it (fmt::iq2xxs), so
+// quarter l (bytes 16l .. 16l + 15) holds group l of all eight sub-blocks: bytes 0-7 the grid
+// indices (sub-block s at byte s), bytes 8-14 a 56-bit field of the sign bits (s at bit 7s), and
+// byte 15 the scales of sub-blocks 2l (low nibble) and 2l + 1. Bytes are moved, not changed.
+void regroup_iq2xxs(const uint8_t* file_qs, uint8_t* body);
 
 // Splits n_blocks consecutive file blocks into n_blocks bodies and n_blocks tails.
 void split_blocks(const BlockLayout& layout, const uint8_t* src, int64_t n_blocks, uint8_t* body,
                   uint8_t* tail);
-
-// IQ2_XXS's grid for the tensor-core decoder: entry i's 8 magnitudes (byte j of
-// quant::tables::iq2xxs_grid[i]) as f16 bits at [8 i + j]. The magnitudes are small integers,
-// exact in f16, so one 16-byte lookup gives the decoder its f16 pairs with no conversion.
-std::array<uint16_t, 2048> iq2xxs_grid_f16();
 
 }  // namespace rl::cuda

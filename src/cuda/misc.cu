@@ -9,7 +9,6 @@
 #include "cuda/check.h"
 #include "cuda/gemv_core.cuh"
 #include "cuda/launch.cuh"
-#include "cuda/layout.h"
 #include "quant/iq_tables.h"
 
 namespace rl::cuda {
@@ -101,20 +100,17 @@ const DeviceTables& device_tables() {
   auto it = per_device.find(dev);
   if (it != per_device.end()) return it->second.second;
   namespace qt = quant::tables;
-  const std::array<uint16_t, 2048> grid_f16 = iq2xxs_grid_f16();
   const size_t b2 = sizeof(qt::iq2xxs_grid), b3 = sizeof(qt::iq3xxs_grid),
-               b4 = sizeof(qt::kvalues_iq4nl), b2h = sizeof(grid_f16);
-  DeviceBuffer buf(b2h + b2 + b3 + b4);  // the 16-byte entries first: aligned
+               b4 = sizeof(qt::kvalues_iq4nl);
+  DeviceBuffer buf(b2 + b3 + b4);
   auto* base = buf.as<uint8_t>();
-  RL_CUDA(cudaMemcpy(base, grid_f16.data(), b2h, cudaMemcpyHostToDevice));
-  RL_CUDA(cudaMemcpy(base + b2h, qt::iq2xxs_grid.data(), b2, cudaMemcpyHostToDevice));
-  RL_CUDA(cudaMemcpy(base + b2h + b2, qt::iq3xxs_grid.data(), b3, cudaMemcpyHostToDevice));
-  RL_CUDA(cudaMemcpy(base + b2h + b2 + b3, qt::kvalues_iq4nl.data(), b4, cudaMemcpyHostToDevice));
+  RL_CUDA(cudaMemcpy(base, qt::iq2xxs_grid.data(), b2, cudaMemcpyHostToDevice));
+  RL_CUDA(cudaMemcpy(base + b2, qt::iq3xxs_grid.data(), b3, cudaMemcpyHostToDevice));
+  RL_CUDA(cudaMemcpy(base + b2 + b3, qt::kvalues_iq4nl.data(), b4, cudaMemcpyHostToDevice));
   DeviceTables t;
-  t.iq2xxs_grid_f16 = reinterpret_cast<const uint32_t*>(base);
-  t.iq2xxs_grid = reinterpret_cast<const uint64_t*>(base + b2h);
-  t.iq3xxs_grid = reinterpret_cast<const uint32_t*>(base + b2h + b2);
-  t.iq4nl_values = reinterpret_cast<const int8_t*>(base + b2h + b2 + b3);
+  t.iq2xxs_grid = reinterpret_cast<const uint64_t*>(base);
+  t.iq3xxs_grid = reinterpret_cast<const uint32_t*>(base + b2);
+  t.iq4nl_values = reinterpret_cast<const int8_t*>(base + b2 + b3);
   return per_device.emplace(dev, std::make_pair(std::move(buf), t)).first->second.second;
 }
 

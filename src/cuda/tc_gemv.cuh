@@ -3,29 +3,30 @@
 //
 // Why. The float decoders (formats.cuh) spend ~15 instructions per weight (Nsight Compute: the
 // Q4_K projections issue 12M warp instructions for 25M weights); with a few warps per scheduler
-// that chain, not memory, sets the time (DRAM 4-15 % busy). Here a lane turns 8 Q4_K weights
-// into four f16 pairs with ~11 integer/half instructions and one mma.sync m16n8k16 does 256
-// multiply-adds: by count of the operations, ~2 instructions per weight for Q4_K and ~3-4 for
-// IQ2_XXS (its grid lookups and sign bits cost more). Only where the shape fills the GPU
-// (usable() below); the other formats and shapes keep the float decoders.
+// that chain, not memory, sets the time (DRAM 4-15 % busy). Here the weights enter an integer
+// mma.sync m16n8k32 as the format's own small integers, so a lane's share of a k-step is a few
+// masks (Q4_K: an AND per 4 weights) or table lookups (IQ2_XXS: a grid entry and a sign mask per
+// 8 weights), and one mma does 512 multiply-adds. Only where the shape fills the GPU (usable()
+// below); the other formats and shapes keep the float decoders.
 //
-// Exactness. Weights enter as small integers, exact in f16: Q4_K / Q5_K sc·q (≤ 63·31), IQ2_XXS
-// (2·ls+1)·grid·sign (≤ 31·43); the block's float factors (d, dmin, IQ2_XXS's d/8) are applied to
-// the fp32 sums afterwards. The input is split into two f16 parts x ≈ hi + lo (22 significant
-// bits) after scaling each 256-value block by a power of two so that its largest value is just
-// below 2^14 (no f16 overflow, nothing lost to f16 underflow that matters): float32-class
-// accuracy, checked against float64 by the self-test like every GEMV.
+// Exactness. Weights: Q4_K / Q5_K q ≤ 31, IQ2_XXS grid·sign with |.| ≤ 43, exact in int8. Input:
+// each 256-value block is scaled by a power of two so that its largest magnitude lies in
+// [2^29, 2^30) and rounded to an integer v: exact for every value of at least 2^-6 of the
+// largest (scaled, its float has no fraction bits), off by at most 2^-30 of the largest for the
+// smaller ones. v is written as four signed 8-bit digits, v = 2^24 d0 + 2^16 d1 + 2^8 d2 + d3. The
+// mma (s8 × s8 → s32) is exact; a k-step is one 32-value sub-block, whose integer scale multiplies
+// the step's int32 sums, still exact (|sum| < 2^27 over a block: 8 steps × 32 × 31 × 128 × 63).
+// The block's float factors (d, dmin, IQ2_XXS's d/8, the input's power of two) are applied once
+// per block; the self-test checks every GEMV against float64.
 //
-// Layout of the work. A warp item is a tile of 16 rows × one 256-value block ("kb"). In the mma,
-// lane 4g+t supplies rows g and g+8; for every row it loads the same 64-value chunk t of the
-// block, so the 16 k-steps of the item cover the block. B's 8 columns are the input's hi part
-// (column 0) and lo part (column 1); columns 2-7 are zero (room for a batch of tokens later).
-// The input is staged in fragment order, each kb by the warp whose items use it: at k-step s, lanes
-// 0-7 read one uint2 each.
+// Layout of the work. A warp item is a tile of 16 rows × one 256-value block ("kb"). K-step s
+// (of 8) is sub-block s, values 32s .. 32s + 31: lane 4g + t supplies rows g and g + 8 at the
+// sub-block's values 8t .. 8t + 7 (registers a0 / a1: values 8t .. 8t + 3, a2 / a3: 8t + 4 ..
+// 8t + 7, as the fragment's k = 4t .. 4t + 3 and 16 + 4t .. 16 + 4t + 3). B's columns 0-3 are
+// the input's digits d0 .. d3 (lanes 4c .. 4c + 3 supply column c), columns 4-7 are zero (room
+// for a batch of tokens later). The lane then holds the sums of columns 2t and 2t + 1.
 #pragma once
 #include <cuda_fp16.h>
-
-#include <cstring>
 
 #include "cuda/device.h"
 #include "cuda/device_utils.cuh"
@@ -36,72 +37,75 @@ namespace rl::cuda::tc {
 
 using gguf::TensorType;
 
-constexpr int kBlock = 256;    // values per kb (one K-quant / IQ super-block)
-constexpr int kSteps = 16;     // k-steps of 16 per kb
-constexpr int kTileRows = 16;  // rows per warp item (the mma's M)
+constexpr int kBlock = 256;              // values per kb (one K-quant / IQ super-block)
+constexpr int kSteps = 8;                // k-steps of 32 per kb: one sub-block each
+constexpr int kTileRows = 16;            // rows per warp item (the mma's M)
+constexpr int kDigits = 4;               // B columns: the input's 8-bit digits
+constexpr int kFragLanes = 4 * kDigits;  // lanes that supply B
 
-__device__ __forceinline__ __half2 h2(uint32_t bits) {
-  __half2 h;
-  memcpy(&h, &bits, 4);
-  return h;
-}
-__device__ __forceinline__ uint32_t bits(__half2 h) {
-  uint32_t u;
-  memcpy(&u, &h, 4);
-  return u;
-}
-
-// c += A · B for one k-step (mma_m16n8k16 on f16): A = {a0, a1, a2, a3} in the fragment order
-// (rows g / g+8 at k = 2t, 2t+1, then at k = 2t+8, 2t+9), B = {b.x, b.y}.
-__device__ __forceinline__ void mma(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                    uint32_t a3, uint2 b) {
-  mma_m16n8k16<false>(c, make_uint4(a0, a1, a2, a3), b.x, b.y);
+// D = A · B (mma_m16n8k32 on s8, int32 sums): A = {a0, a1, a2, a3} in the fragment order (rows
+// g / g + 8 at k = 4t .. 4t + 3, then at k = 16 + 4t .. 16 + 4t + 3), B = {b.x, b.y}.
+__device__ __forceinline__ void mma(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                    uint2 b) {
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%10,%10,%10,%10};"
+      : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b.x), "r"(b.y), "r"(0));
 }
 
-// The f16 pair (v, v) of a small non-negative integer v (< 1024): 1024 + v has v in its low
-// mantissa bits, and subtracting 1024 is exact.
-__device__ __forceinline__ __half2 small_int_h2(uint32_t v) {
-  const __half2 k1024 = h2(0x64006400u);
-  return __hsub2(h2(0x64006400u + (v | (v << 16))), k1024);
+// The digit weights of this lane's two sum columns (2t, 2t + 1): 2^24 and 2^16 for lane t = 0,
+// 2^8 and 1 for lane t = 1, and any value for t = 2, 3 (columns 4-7 are zero).
+__device__ __forceinline__ float2 digit_weights(int t) {
+  return t == 0 ? make_float2(16777216.f, 65536.f) : make_float2(256.f, 1.f);
 }
 
-// ---- Per-format pieces: the raw bytes of one item, their column order, and the dot product. ----
-// col(s, j): the column (within the lane's 64-value chunk) of slot j of k-step s, where slots
-// 0, 1 are the pair at k = 2t, 2t+1 and slots 2, 3 the pair at k = 2t+8, 2t+9.
+// Byte k (a compile-time constant after unrolling) of w, as an integer.
+__device__ __forceinline__ int byte_at(uint32_t w, int k) {
+  return static_cast<int>((w >> (8 * k)) & 0xffu);
+}
+
+// One k-step's sums, scaled by the sub-block scales of rows g (sc0) and g + 8 (sc1), into acc.
+__device__ __forceinline__ void step(int (&acc)[4], const uint32_t (&a)[2][2], uint2 b, int sc0,
+                                     int sc1) {
+  int c[4];
+  mma(c, a[0][0], a[1][0], a[0][1], a[1][1], b);
+  acc[0] += c[0] * sc0, acc[1] += c[1] * sc0;
+  acc[2] += c[2] * sc1, acc[3] += c[3] * sc1;
+}
+
+// The item's two row sums (rows g, g + 8) in units of the block's scales, from the lane's int32
+// sums: only lanes t = 0, 1 hold non-zero columns.
+__device__ __forceinline__ float2 row_sums(const int (&acc)[4], int t) {
+  const float2 w = digit_weights(t);
+  return make_float2(fmaf(static_cast<float>(acc[1]), w.y, static_cast<float>(acc[0]) * w.x),
+                     fmaf(static_cast<float>(acc[3]), w.y, static_cast<float>(acc[2]) * w.x));
+}
+
+// ---- Per-format pieces: the raw bytes of one item and the dot product. -------------------------
 template <TensorType T>
 struct Tc;
 
-// Q4_K and Q5_K: chunk t = qs bytes 32t..32t+31: low nibbles are values 64t + 0..31 (sub-block
-// 2t), high nibbles 64t + 32..63 (sub-block 2t+1). Word w of the chunk holds values 4w..4w+3 (low)
-// and 32+4w..32+4w+3 (high); masking nibbles 0 and 2 (or 1 and 3) of a word gives an f16 pair.
-// Q5_K adds each value's fifth bit from the chunk's two regrouped high-bit words (layout.h), which
-// hold a pair's two bits 16 apart, as the f16 pair wants them: q ≤ 31 and sc ≤ 63 keep q·sc below
-// 2048, exact in f16 like Q4_K's.
+// Q4_K and Q5_K: sub-block s is the low (s even) or high (s odd) nibbles of qs bytes 32(s / 2)
+// .. + 31, so lane t loads qs bytes 32c + 8t .. + 7 of each 64-value chunk c, and one mask gives
+// four weights. Q5_K's fifth bit of sub-block s, value l is bit s of qh byte l: lane t loads qh
+// bytes 8t .. 8t + 7. The scales and mins are 6-bit (12 bytes, ggml's get_scale_min_k4).
 template <bool kFifthBit>
 struct TcK {
   static constexpr bool kSubSums = true;  // needs the input's sums per 32 values (the mins)
   static constexpr int kQsOffset = kFifthBit ? 48 : 16;  // after d, dmin, scales (and qh)
   struct Raw {
     uint4 head[2];  // d, dmin, scales of rows g and g+8
-    uint4 q[2][2];  // the chunk's 32 bytes of each row
-    uint2 qh[2];    // Q5_K: the chunk's high bits of each row (sub-blocks 2t, 2t+1)
+    uint2 q[2][4];  // [row][chunk]: the lane's 8 qs bytes of each chunk
+    uint2 qh[2];    // Q5_K: the lane's 8 qh bytes of each row
   };
-  // Slots 0-3 take nibbles 0, 2, 1, 3 of a word: swapping 1 and 2 maps slot to nibble and back.
-  __host__ __device__ static constexpr int swap12(int i) { return i == 1 ? 2 : i == 2 ? 1 : i; }
-  __host__ __device__ static constexpr int col(int s, int j) {
-    return 32 * (s & 1) + 4 * (s >> 1) + swap12(j);
-  }
-  // The inverse: the k-step and slot of column c.
-  __host__ __device__ static constexpr int step_of(int c) { return 2 * ((c & 31) >> 2) + (c >> 5); }
-  __host__ __device__ static constexpr int slot_of(int c) { return swap12(c & 3); }
   // blk[r]: the block's body for row r; tail unused.
   __device__ static Raw load(const uint8_t* const (&blk)[2], const uint8_t* const (&)[2], int t) {
     Raw raw;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       raw.head[r] = fmt::load16(blk[r]);
-      raw.q[r][0] = fmt::load16(blk[r] + kQsOffset + 32 * t);
-      raw.q[r][1] = fmt::load16(blk[r] + kQsOffset + 16 + 32 * t);
+#pragma unroll
+      for (int c = 0; c < 4; ++c) raw.q[r][c] = fmt::load8(blk[r] + kQsOffset + 32 * c + 8 * t);
       raw.qh[r] = kFifthBit ? fmt::load8(blk[r] + 16 + 8 * t) : make_uint2(0u, 0u);
     }
     return raw;
@@ -109,74 +113,55 @@ struct TcK {
   // This lane's share of rows g and g+8 of M matrices at the same block (before the sum over the
   // quad's four lanes): out[m].
   template <int M>
-  __device__ static void dot(const Raw (&raw)[M], const uint2* xh, float inv_scale,
+  __device__ static void dot(const Raw (&raw)[M], const uint2* xb, float inv_scale,
                              const float* xsum, int lane, const fmt::IqTables&, float2 (&out)[M]) {
     const int t = lane & 3;
-    // [m][row][low/high sub-block]: f16 pairs of sc and -1024·sc
-    uint32_t sc_c[M][2][2], sc_k[M][2][2];
-    float min_term[M][2];
+    uint32_t sc[M][2][2];  // [m][row][sub-blocks 0-3 / 4-7]: the 6-bit scales as bytes
+    float min_term[M][2];  // this lane's sub-blocks 2t, 2t + 1 of the mins
 #pragma unroll
     for (int m = 0; m < M; ++m) {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        const uint4& head = raw[m].head[r];
-        uint32_t sc0, m0, sc1, m1;
-        fmt::scale_min_k4(2 * t, head.y, head.z, head.w, &sc0, &m0);
-        fmt::scale_min_k4(2 * t + 1, head.y, head.z, head.w, &sc1, &m1);
-        const __half2 s0 = small_int_h2(sc0), s1 = small_int_h2(sc1);
-        const __half2 minus1024 = h2(0xE400E400u);
-        sc_c[m][r][0] = bits(s0), sc_k[m][r][0] = bits(__hmul2(s0, minus1024));
-        sc_c[m][r][1] = bits(s1), sc_k[m][r][1] = bits(__hmul2(s1, minus1024));
-        const float dmin = fmt::f16(head.x >> 16);
-        min_term[m][r] = dmin * (fmt::i2f(static_cast<int>(m0)) * xsum[2 * t] +
-                                 fmt::i2f(static_cast<int>(m1)) * xsum[2 * t + 1]);
+        const uint4& h = raw[m].head[r];
+        sc[m][r][0] = h.y & 0x3F3F3F3Fu;
+        sc[m][r][1] = (h.w & 0x0F0F0F0Fu) | ((h.y >> 2) & 0x30303030u);
+        const uint32_t mins =
+            t < 2 ? h.z & 0x3F3F3F3Fu : ((h.w >> 4) & 0x0F0F0F0Fu) | ((h.z >> 2) & 0x30303030u);
+        const int k = 2 * (t & 1);  // bytes k, k + 1 of the half that holds 2t, 2t + 1
+        min_term[m][r] =
+            fmt::f16(h.x >> 16) * (static_cast<float>(byte_at(mins, k)) * xsum[2 * t] +
+                                   static_cast<float>(byte_at(mins, k + 1)) * xsum[2 * t + 1]);
       }
     }
-    // Independent accumulator chains: with one matrix, even and odd k-steps (half the mma
-    // latency); with several, one per matrix.
-    constexpr int C = M == 1 ? 2 : 1;
-    float c[M][C][4] = {};
-    const bool feeds_b = lane < 8;
+    int acc[M][4] = {};
+    const bool feeds_b = lane < kFragLanes;
 #pragma unroll
-    for (int w = 0; w < 8; ++w) {
+    for (int s = 0; s < kSteps; ++s) {
+      const uint2 b = feeds_b ? xb[s * kFragLanes + lane] : make_uint2(0u, 0u);
 #pragma unroll
-      for (int hi = 0; hi < 2; ++hi) {  // k-step 2w + hi: low or high nibbles
-        const int s = 2 * w + hi;
-        const uint2 b = feeds_b ? xh[s * 8 + lane] : make_uint2(0u, 0u);
+      for (int m = 0; m < M; ++m) {
+        uint32_t a[2][2];  // [row][values 0-3 / 4-7]
 #pragma unroll
-        for (int m = 0; m < M; ++m) {
-          uint32_t a[2][2];  // [row][pair 02 / 13]
-#pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            const uint4 q = raw[m].q[r][w >> 2];
-            const uint32_t word = (w & 3) == 0   ? q.x
-                                  : (w & 3) == 1 ? q.y
-                                  : (w & 3) == 2 ? q.z
-                                                 : q.w;
-#pragma unroll
-            for (int p = 0; p < 2; ++p) {
-              uint32_t n = ((word >> (4 * hi + 8 * p)) & 0x000F000Fu) | 0x64006400u;
-              if constexpr (kFifthBit) {  // bits j, 16 + j of the sub-block's word to 4, 20
-                const uint32_t h = hi ? raw[m].qh[r].y : raw[m].qh[r].x;
-                const int j = q5k_high_bit(4 * w + p) - 4;
-                n |= (j < 0 ? h << -j : h >> j) & 0x00100010u;
-              }
-              // (1024 + q)·sc - 1024·sc = q·sc, exact: one rounding of an integer below 2048.
-              a[r][p] = bits(__hfma2(h2(n), h2(sc_c[m][r][hi]), h2(sc_k[m][r][hi])));
-            }
+        for (int r = 0; r < 2; ++r) {
+          const uint2 q = raw[m].q[r][s >> 1];
+          const int shift = 4 * (s & 1);
+          a[r][0] = (q.x >> shift) & 0x0F0F0F0Fu;
+          a[r][1] = (q.y >> shift) & 0x0F0F0F0Fu;
+          if constexpr (kFifthBit) {  // bit s of each byte to bit 4
+            const uint2 h = raw[m].qh[r];
+            a[r][0] |= (s <= 4 ? h.x << (4 - s) : h.x >> (s - 4)) & 0x10101010u;
+            a[r][1] |= (s <= 4 ? h.y << (4 - s) : h.y >> (s - 4)) & 0x10101010u;
           }
-          mma(c[m][s % C], a[0][0], a[1][0], a[0][1], a[1][1], b);
         }
+        step(acc[m], a, b, byte_at(sc[m][0][s >> 2], s & 3), byte_at(sc[m][1][s >> 2], s & 3));
       }
     }
 #pragma unroll
     for (int m = 0; m < M; ++m) {
-      float r0 = 0.f, r1 = 0.f;
-#pragma unroll
-      for (int k = 0; k < C; ++k) r0 += c[m][k][0] + c[m][k][1], r1 += c[m][k][2] + c[m][k][3];
+      const float2 v = row_sums(acc[m], t);
       const float d0 = fmt::f16(raw[m].head[0].x), d1 = fmt::f16(raw[m].head[1].x);
       out[m] =
-          make_float2(d0 * inv_scale * r0 - min_term[m][0], d1 * inv_scale * r1 - min_term[m][1]);
+          make_float2(d0 * inv_scale * v.x - min_term[m][0], d1 * inv_scale * v.y - min_term[m][1]);
     }
   }
 };
@@ -185,23 +170,20 @@ struct Tc<TensorType::Q4_K> : TcK<false> {};
 template <>
 struct Tc<TensorType::Q5_K> : TcK<true> {};
 
-// IQ2_XXS: chunk t = body bytes 16t..16t+15 = sub-blocks 2t and 2t+1 (grid indices and
-// sign/scale word each). k-step s takes sub-block s / 8, group (s / 2) % 4, elements
-// 4 (s % 2) .. +3 of the group's 8.
+// IQ2_XXS: the body is regrouped at upload (layout.h, regroup_iq2xxs) so that quarter t holds
+// group t (values 8t .. 8t + 7) of every sub-block: lane t loads it, 16 bytes per row. The grid's
+// magnitudes are 8, 25 and 43 only, so a weight is one of six signed bytes, and one byte permute
+// picks four of them from a pair of registers holding {8, 25, 43, 0} and their negatives: its
+// selector nibbles are the magnitude's code (0-2) with the sign in bit 2, an entry of the codes
+// table (stage_tables) or'ed with an entry of the sign table. The scales (byte 15 of each
+// quarter) are gathered from the quad's lanes.
 template <>
 struct Tc<TensorType::IQ2_XXS> {
   static constexpr bool kSubSums = false;
   struct Raw {
-    uint4 v[2];
+    uint4 v[2];  // quarter t of rows g and g+8
     uint32_t d[2];
   };
-  __host__ __device__ static constexpr int col(int s, int j) {
-    return 32 * (s >> 3) + 8 * ((s >> 1) & 3) + 4 * (s & 1) + j;
-  }
-  __host__ __device__ static constexpr int step_of(int c) {
-    return 8 * (c >> 5) + 2 * ((c >> 3) & 3) + ((c >> 2) & 1);
-  }
-  __host__ __device__ static constexpr int slot_of(int c) { return c & 3; }
   __device__ static Raw load(const uint8_t* const (&blk)[2], const uint8_t* const (&tail)[2],
                              int t) {
     Raw raw;
@@ -212,71 +194,55 @@ struct Tc<TensorType::IQ2_XXS> {
     }
     return raw;
   }
-  // A lane's pair of elements e, e+1 of a grid entry is word e / 2 of its f16 form
-  // (tables.iq2xxs_grid_f16); the signs go into the pair's scale, so a pair costs a shift, a
-  // logic op and one f16 multiply. M matrices at the same block share each k-step's B fragment.
   template <int M>
-  __device__ static void dot(const Raw (&raw)[M], const uint2* xh, float inv_scale, const float*,
+  __device__ static void dot(const Raw (&raw)[M], const uint2* xb, float inv_scale, const float*,
                              int lane, const fmt::IqTables& tables, float2 (&out)[M]) {
-    constexpr int C = M == 1 ? 2 : 1;  // accumulator chains per matrix (as for Q4_K)
-    float c[M][C][4] = {};
-    const bool feeds_b = lane < 8;
+    const int t = lane & 3;
+    // [m][row][even / odd sub-blocks]: 2 ls + 1 as bytes, byte k for sub-block 2k (+ 1).
+    uint32_t sc[M][2][2];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      uint32_t idx[M][2], aux[M][2], scale[M][2];
+    for (int m = 0; m < M; ++m) {
+      // Each lane holds the scale byte of its quarter for both rows (bytes 0 and 2); two
+      // exchanges give every lane of the quad all four bytes of each row.
+      const uint32_t own =
+          fmt::iq2xxs::scale_pair(raw[m].v[0]) | fmt::iq2xxs::scale_pair(raw[m].v[1]) << 16;
+      const uint32_t other = __shfl_xor_sync(kFullMask, own, 1);
+      const uint32_t pair = t & 1 ? other | own << 8 : own | other << 8;  // lanes 2h, 2h + 1
+      const uint32_t far = __shfl_xor_sync(kFullMask, pair, 2);
+      const uint32_t low = t & 2 ? far : pair, high = t & 2 ? pair : far;  // lanes 0-1, 2-3
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const uint32_t ls = __byte_perm(low, high, r ? 0x7632 : 0x5410);
+        sc[m][r][0] = ((ls & 0x0F0F0F0Fu) << 1) | 0x01010101u;
+        sc[m][r][1] = ((ls >> 3) & 0x1E1E1E1Eu) | 0x01010101u;
+      }
+    }
+    const uint32_t magnitudes = 0x002B1908u, negated = 0x00D5E7F8u;  // 8 25 43 0, and -8 -25 -43 0
+    int acc[M][4] = {};
+    const bool feeds_b = lane < kFragLanes;
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {
+      const uint2 b = feeds_b ? xb[s * kFragLanes + lane] : make_uint2(0u, 0u);
 #pragma unroll
       for (int m = 0; m < M; ++m) {
+        uint32_t a[2][2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-          idx[m][r] = h ? raw[m].v[r].z : raw[m].v[r].x;
-          aux[m][r] = h ? raw[m].v[r].w : raw[m].v[r].y;
-          scale[m][r] = bits(small_int_h2(2 * (aux[m][r] >> 28) + 1));
+          const uint4& v = raw[m].v[r];
+          const uint32_t select = tables.iq2xxs_codes[fmt::iq2xxs::grid_index(v, s)] |
+                                  tables.iq2xxs_sign_nibbles[fmt::iq2xxs::sign_bits(v, s)];
+          a[r][0] = __byte_perm(magnitudes, negated, select);
+          a[r][1] = __byte_perm(magnitudes, negated, select >> 16);
         }
-      }
-#pragma unroll
-      for (int l = 0; l < 4; ++l) {
-        uint4 grid[M][2];
-        uint32_t spread[M][2];  // sign bit 2p at bit 2p, bit 2p+1 at bit 2p+16
-#pragma unroll
-        for (int m = 0; m < M; ++m) {
-#pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            grid[m][r] = tables.iq2xxs_grid_f16[fmt::byte_of(idx[m][r], l)];
-            const uint32_t sb = fmt::ksigns((aux[m][r] >> (7 * l)) & 127u);
-            spread[m][r] = (sb & 0x55u) | ((sb & 0xAAu) << 15);
-          }
-        }
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int s = 8 * h + 2 * l + half;
-          const uint2 b = feeds_b ? xh[s * 8 + lane] : make_uint2(0u, 0u);
-#pragma unroll
-          for (int m = 0; m < M; ++m) {
-            uint32_t a[2][2];
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-#pragma unroll
-              for (int p = 0; p < 2; ++p) {
-                const int e = 4 * half + 2 * p;  // elements e, e + 1 of the entry
-                const uint4& g = grid[m][r];
-                const uint32_t pair = half ? (p ? g.w : g.z) : (p ? g.y : g.x);
-                const uint32_t sign = (spread[m][r] << (15 - e)) & 0x80008000u;
-                a[r][p] = bits(__hmul2(h2(pair), h2(scale[m][r] ^ sign)));
-              }
-            }
-            mma(c[m][s % C], a[0][0], a[1][0], a[0][1], a[1][1], b);
-          }
-        }
+        step(acc[m], a, b, byte_at(sc[m][0][s & 1], s >> 1), byte_at(sc[m][1][s & 1], s >> 1));
       }
     }
     // ggml: d · (0.5 + ls) / 4 · grid · sign = d / 8 · (2 ls + 1) · grid · sign.
     const float f = 0.125f * inv_scale;
 #pragma unroll
     for (int m = 0; m < M; ++m) {
-      float r0 = 0.f, r1 = 0.f;
-#pragma unroll
-      for (int k = 0; k < C; ++k) r0 += c[m][k][0] + c[m][k][1], r1 += c[m][k][2] + c[m][k][3];
-      out[m] = make_float2(fmt::f16(raw[m].d[0]) * f * r0, fmt::f16(raw[m].d[1]) * f * r1);
+      const float2 v = row_sums(acc[m], t);
+      out[m] = make_float2(fmt::f16(raw[m].d[0]) * f * v.x, fmt::f16(raw[m].d[1]) * f * v.y);
     }
   }
 };
@@ -287,35 +253,53 @@ constexpr bool supported() {
 }
 
 // The lookup tables the tensor-core decoder of T reads, in shared memory (the caller synchronises
-// before use): IQ2_XXS's grid in its f16 form.
+// before use): IQ2_XXS's grid as magnitude codes and its sign bits as selector bits, both built
+// here (from the grid and ksigns).
 template <TensorType T>
 __device__ fmt::IqTables stage_tables(const DeviceTables& g) {
   fmt::IqTables t{nullptr, nullptr, nullptr};
   if constexpr (T == TensorType::IQ2_XXS) {
-    __shared__ uint4 grid[256];
-    const uint4* from = reinterpret_cast<const uint4*>(g.iq2xxs_grid_f16);
-    for (int i = threadIdx.x; i < 256; i += blockDim.x) grid[i] = from[i];
-    t.iq2xxs_grid_f16 = grid;
+    __shared__ uint32_t codes[256], sign_nibbles[128];
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) {
+      const uint64_t entry = g.iq2xxs_grid[i];
+      uint32_t c = 0;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {  // byte j: 8, 25 or 43
+        const uint32_t m = (entry >> (8 * j)) & 0xffu;
+        c |= (m == 8 ? 0u : m == 25 ? 1u : 2u) << (4 * j);
+      }
+      codes[i] = c;
+    }
+    for (int i = threadIdx.x; i < 128; i += blockDim.x) {
+      const uint32_t s = fmt::ksigns(i);
+      uint32_t n = 0;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) n |= ((s >> j) & 1u) << (4 * j + 2);
+      sign_nibbles[i] = n;
+    }
+    t.iq2xxs_codes = codes;
+    t.iq2xxs_sign_nibbles = sign_nibbles;
   }
   return t;
 }
 
 // ---- The staged input -------------------------------------------------------------------------
-// Shared memory of n input values (a multiple of kBlock): the fragments, one power-of-two scale
+// Shared memory of n input values (a multiple of kBlock): the B fragments, one power-of-two scale
 // per kb, the sums per 32 values and the sums of squares per kb.
 struct Staged {
-  uint2* xh;         // [n_kb][kSteps][8]: B fragments of lanes 0-3 (hi part), 4-7 (lo part)
-  float* inv_scale;  // [n_kb]: the inverse of the block's power-of-two scale
+  uint2* xb;         // [n_kb][kSteps][kFragLanes]: B fragments of lanes 0-15 (digits d0 .. d3)
+  float* inv_scale;  // [n_kb]: the inverse of the block's power-of-two scale (NaN: not finite)
   float* xsum;       // [n_kb * 8]: unscaled sums per 32 values (formats with kSubSums)
   float* sumsq;      // [n_kb]: sums of squares of x (RmsNorm inputs)
 };
 constexpr size_t staged_bytes(int64_t n) {
-  return static_cast<size_t>(n) * 4 + static_cast<size_t>(n / kBlock) * 4 * 10;
+  return static_cast<size_t>(n / kBlock) * (kSteps * kFragLanes * 8 + 4 * 10);
 }
 __device__ inline Staged carve(void* at, int n) {
   Staged s;
-  s.xh = static_cast<uint2*>(at);
-  s.inv_scale = reinterpret_cast<float*>(s.xh + static_cast<int64_t>(n / kBlock) * kSteps * 8);
+  s.xb = static_cast<uint2*>(at);
+  s.inv_scale =
+      reinterpret_cast<float*>(s.xb + static_cast<int64_t>(n / kBlock) * kSteps * kFragLanes);
   s.xsum = s.inv_scale + n / kBlock;
   s.sumsq = s.xsum + (n / kBlock) * 8;
   return s;
@@ -324,18 +308,6 @@ __device__ inline Staged carve(void* at, int n) {
 __device__ inline float* after(const Staged& s, int n) {
   return s.sumsq + n / kBlock;
 }
-
-// step_of / slot_of invert col over the 64 columns of a chunk.
-template <TensorType T>
-constexpr bool inverse_holds() {
-  for (int s = 0; s < kSteps; ++s)
-    for (int j = 0; j < 4; ++j)
-      if (Tc<T>::step_of(Tc<T>::col(s, j)) != s || Tc<T>::slot_of(Tc<T>::col(s, j)) != j)
-        return false;
-  return true;
-}
-static_assert(inverse_holds<TensorType::Q4_K>() && inverse_holds<TensorType::Q5_K>() &&
-              inverse_holds<TensorType::IQ2_XXS>());
 
 // The input of a product: in(x) over n values as GemvIn says.
 struct Input {
@@ -355,40 +327,46 @@ inline bool input_supported(GemvIn mode, int group) {
          (group >= 8 && group <= kBlock && kBlock % group == 0 && (group & (group - 1)) == 0);
 }
 
-// Block kb's fragments from its 256 values (lane: values 8 lane .. 8 lane + 7, which lie in chunk
-// lane / 8): the block's power-of-two scale, its sums per 32 values and the f16 hi / lo parts in
-// their fragment slots (the inverse of the column map, step_of / slot_of).
+// Block kb's B fragments from its 256 values (lane: values 8 lane .. 8 lane + 7, which are
+// values 8t .. 8t + 7 of sub-block lane / 4, t = lane % 4, the k-step's values of lane t): the
+// block's power-of-two scale, its sums per 32 values and the three digits of each value.
 template <TensorType T>
-__device__ __forceinline__ void write_fragments(const float (&v)[8], int kb, int lane,
-                                                const Staged& st) {
-  const int t = lane >> 3;
+__device__ __forceinline__ void write_digits(const float (&v)[8], int kb, int lane,
+                                             const Staged& st) {
   float mx = 0.f, sum = 0.f;
+  bool finite = true;
 #pragma unroll
-  for (int j = 0; j < 8; ++j) mx = fmaxf(mx, fabsf(v[j])), sum += v[j];
+  for (int j = 0; j < 8; ++j) mx = fmaxf(mx, fabsf(v[j])), sum += v[j], finite &= isfinite(v[j]);
   mx = warp_max(mx);
+  finite = __all_sync(kFullMask, finite);
   if constexpr (Tc<T>::kSubSums) {  // per 32 values: lanes 4q .. 4q + 3
     sum += __shfl_xor_sync(kFullMask, sum, 1);
     sum += __shfl_xor_sync(kFullMask, sum, 2);
     if ((lane & 3) == 0) st.xsum[kb * 8 + lane / 4] = sum;
   }
-  // max < 2^e; scale so that the largest value lands in [2^13, 2^14). Blocks of zeros,
-  // infinities or NaN keep scale 1 (the products then carry them as the float path would);
-  // below 2^-100 the scale stops growing (such values are noise to the sum).
-  int e = 14;
-  if (mx > 0.f && mx <= 3.4e38f) e = max(((__float_as_int(mx) >> 23) & 0xff) - 126, -100);
-  if (lane == 0) st.inv_scale[kb] = __int_as_float((e - 14 + 127) << 23);
-  const float scale = __int_as_float((14 - e + 127) << 23);  // powers of two: exact
-  __half* frag = reinterpret_cast<__half*>(st.xh + kb * kSteps * 8);
+  // max < 2^e; scale so that the largest magnitude lands in [2^29, 2^30). Below 2^-100 the
+  // scale stops growing (such values are noise to the sum). A block with an infinity or NaN has
+  // no integer form: its scale is NaN, so the sums it enters are NaN, as a float product's would
+  // be (or infinite: both are not finite).
+  int e = 30;
+  if (mx > 0.f && finite) e = max(((__float_as_int(mx) >> 23) & 0xff) - 126, -100);
+  if (lane == 0)
+    st.inv_scale[kb] = finite ? __int_as_float((e - 30 + 127) << 23) : __int_as_float(0x7fc00000);
+  const float scale = __int_as_float((30 - e + 127) << 23);  // powers of two: exact
+  uint32_t digit[kDigits][2] = {};                           // [d0 .. d3][values 0-3 / 4-7]
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
-    const int c = 8 * (lane & 7) + j;  // column within the chunk
-    const float x = v[j] * scale;
-    const __half hi = __float2half_rn(x);
-    // uint2 (s, t) of the hi part is frag entry s * 8 + t, of the lo part s * 8 + 4 + t.
-    __half* at = frag + 4 * (Tc<T>::step_of(c) * 8 + t) + Tc<T>::slot_of(c);
-    at[0] = hi;
-    at[16] = __float2half_rn(x - __half2float(hi));
+    int q = finite ? __float2int_rn(v[j] * scale) : 0;  // |q| <= 2^30
+#pragma unroll
+    for (int c = kDigits - 1; c >= 0; --c) {  // signed digits from the lowest: |d0| <= 64
+      const int d = c ? static_cast<int8_t>(q & 0xff) : q;
+      q = (q - d) >> 8;
+      digit[c][j >> 2] |= (static_cast<uint32_t>(d) & 0xffu) << (8 * (j & 3));
+    }
   }
+  uint2* frag = st.xb + (kb * kSteps + lane / 4) * kFragLanes + (lane & 3);
+#pragma unroll
+  for (int c = 0; c < kDigits; ++c) frag[4 * c] = make_uint2(digit[c][0], digit[c][1]);
 }
 
 // Warps per CTA: one per kb up to `most` (so that a tile's items run side by side rather than in
@@ -455,7 +433,7 @@ __device__ void stage_own_blocks(const Input& in, const Staged& st) {
           for (int j = 0; j < 8; ++j) v[j] *= nw[j];
         }
       }
-      write_fragments<T>(v, kb, lane, st);
+      write_digits<T>(v, kb, lane, st);
     }
   }
   __syncwarp();
@@ -489,8 +467,8 @@ template <TensorType T, int M>
 __device__ __forceinline__ void item_sums(const typename Tc<T>::Raw (&raw)[M], const Staged& st,
                                           int kb, int lane, const fmt::IqTables& tables,
                                           float2 (&v)[M]) {
-  Tc<T>::template dot<M>(raw, st.xh + kb * kSteps * 8, st.inv_scale[kb], st.xsum + kb * 8, lane,
-                         tables, v);
+  Tc<T>::template dot<M>(raw, st.xb + kb * kSteps * kFragLanes, st.inv_scale[kb], st.xsum + kb * 8,
+                         lane, tables, v);
 #pragma unroll
   for (int m = 0; m < M; ++m) {
 #pragma unroll

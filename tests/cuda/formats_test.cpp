@@ -58,42 +58,47 @@ INSTANTIATE_TEST_SUITE_P(Types, CudaDecoder,
                          ::testing::Values("f32", "f16", "bf16", "q8_0", "q2_K", "q3_K", "q4_K",
                                            "q5_K", "q6_K", "iq2_xxs", "iq3_xxs", "iq4_xs"));
 
-// The tensor-core decoder's f16 grid against the byte grid, each f16 decoded here from its
-// sign, exponent and mantissa fields.
-TEST(CudaLayout, Iq2xxsGridF16HoldsTheMagnitudes) {
-  const std::array<uint16_t, 2048> f16 = iq2xxs_grid_f16();
-  for (size_t i = 0; i < f16.size(); ++i) {
-    const uint16_t h = f16[i];
-    const int exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
-    ASSERT_EQ(h >> 15, 0) << "entry " << i / 8 << " value " << i % 8;
-    ASSERT_NE(exponent, 0x1f) << "entry " << i / 8 << " value " << i % 8;  // no inf / NaN
-    const double value =
-        exponent == 0 ? std::ldexp(mantissa, -24) : std::ldexp(1024 + mantissa, exponent - 25);
-    const double want =
-        static_cast<double>((quant::tables::iq2xxs_grid[i / 8] >> (8 * (i % 8))) & 0xff);
-    ASSERT_EQ(value, want) << "entry " << i / 8 << " value " << i % 8;
+// Every bit of an IQ2_XXS block's 64 quantised bytes lands on its own bit of the regrouped body,
+// where fmt::iq2xxs looks for it (the grid index, sign field or scale of its sub-block and
+// group); the decoders' bit-exactness with ggml above goes through the same regrouping.
+TEST(CudaLayout, Iq2xxsRegroupedOneToOne) {
+  for (int bit = 0; bit < 64 * 8; ++bit) {
+    uint8_t file_qs[64] = {}, body[64];
+    file_qs[bit / 8] = static_cast<uint8_t>(1u << (bit % 8));
+    regroup_iq2xxs(file_qs, body);
+    int set = 0, at = -1;
+    for (int i = 0; i < 64 * 8; ++i)
+      if ((body[i / 8] >> (i % 8)) & 1) ++set, at = i;
+    ASSERT_EQ(set, 1) << "file bit " << bit;
+    // Where the file's bit must go: sub-block s = byte / 8; bytes 0-3 are group l's index,
+    // bytes 4-7 bits 0-27 group l's signs (l = bit / 7), bits 28-31 the scale.
+    const int s = bit / 64, in_sub = bit % 64;
+    int want;
+    if (in_sub < 32) {
+      want = 128 * (in_sub / 8) + 8 * s + in_sub % 8;  // quarter l, byte s
+    } else if (in_sub - 32 < 28) {
+      const int l = (in_sub - 32) / 7, k = (in_sub - 32) % 7;
+      want = 128 * l + 64 + 7 * s + k;  // quarter l, bit 7s + k of bytes 8-14
+    } else {
+      want = 128 * (s / 2) + 120 + 4 * (s % 2) + (in_sub - 60);  // quarter s / 2, byte 15
+    }
+    EXPECT_EQ(at, want) << "file bit " << bit;
   }
 }
 
-// Every high bit of a Q5_K block lands on its own bit of the regrouped qh, where the decoders
-// look for it: chunk t = value / 64, the word of its sub-block, bit q5k_high_bit(value % 32).
-TEST(CudaLayout, Q5kHighBitsRegroupedOneToOne) {
-  for (int value = 0; value < 256; ++value) {
-    uint8_t file_qh[32] = {}, qh[32];
-    file_qh[value % 32] = static_cast<uint8_t>(1u << (value / 32));  // ggml: bit k of byte l
-    regroup_q5k_high_bits(file_qh, qh);
-    int set = 0;
-    for (uint8_t b : qh) set += __builtin_popcount(b);
-    ASSERT_EQ(set, 1) << "value " << value;
-    const int word = 2 * (value / 64) + (value / 32) % 2, bit = q5k_high_bit(value % 32);
-    const uint32_t w = qh[4 * word] | qh[4 * word + 1] << 8 | qh[4 * word + 2] << 16 |
-                       static_cast<uint32_t>(qh[4 * word + 3]) << 24;
-    EXPECT_EQ(w, 1u << bit) << "value " << value;
-  }
+// The tensor-core IQ2_XXS decoder (tc_gemv.cuh) encodes each grid magnitude as one of three
+// codes: the grid must hold no other byte.
+TEST(CudaLayout, Iq2xxsGridHasThreeMagnitudes) {
+  for (size_t i = 0; i < quant::tables::iq2xxs_grid.size(); ++i)
+    for (int j = 0; j < 8; ++j) {
+      const int m = static_cast<int>((quant::tables::iq2xxs_grid[i] >> (8 * j)) & 0xff);
+      ASSERT_TRUE(m == 8 || m == 25 || m == 43) << "entry " << i << " byte " << j << ": " << m;
+    }
 }
 
 TEST(CudaLayout, SplitKeepsEveryByte) {
-  // Body + tail sizes add up to the block, and split_blocks moves the scale bytes to the tail.
+  // Body + tail sizes add up to the block, and split_blocks moves the scale bytes to the tail
+  // (IQ2_XXS's body regrouped as tested above).
   for (auto t : {TensorType::Q8_0, TensorType::Q2_K, TensorType::Q3_K, TensorType::Q6_K,
                  TensorType::IQ2_XXS, TensorType::IQ3_XXS}) {
     const BlockLayout l = *block_layout(t);
@@ -106,6 +111,10 @@ TEST(CudaLayout, SplitKeepsEveryByte) {
       std::vector<uint8_t> rest(src.begin() + b * l.block_bytes,
                                 src.begin() + (b + 1) * l.block_bytes);
       rest.erase(rest.begin() + l.tail_offset, rest.begin() + l.tail_offset + l.tail_bytes);
+      if (t == TensorType::IQ2_XXS) {
+        const std::vector<uint8_t> file = rest;
+        regroup_iq2xxs(file.data(), rest.data());
+      }
       EXPECT_EQ(0, std::memcmp(body.data() + b * l.body_bytes(), rest.data(), rest.size()));
     }
   }
