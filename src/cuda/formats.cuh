@@ -37,10 +37,12 @@ struct IqTables {
   const uint64_t* iq2xxs_grid;  // [256], byte j = magnitude of weight j
   const uint32_t* iq3xxs_grid;  // [256]
   const int8_t* iq4nl_values;   // [16]
-  // The tensor-core decoder's (tc_gemv.cuh): [256] grid entry i's magnitudes 8, 25, 43 as codes
-  // 0, 1, 2 in nibble j, and [128] ksigns(i)'s bit j at bit 4j + 2.
+  // The tensor-core decoders' (tc_gemv.cuh): [256] IQ2_XXS grid entry i's magnitudes 8, 25, 43
+  // as codes 0, 1, 2 in nibble j; [128] ksigns(i)'s bit j at bit 4j + 2; [128] ksigns(i)'s bit j
+  // as byte j (x: j < 4, y: j >= 4) = 0xFF.
   const uint32_t* iq2xxs_codes = nullptr;
   const uint32_t* iq2xxs_sign_nibbles = nullptr;
+  const uint2* sign_bytes = nullptr;
 };
 
 RL_HD float mul(float a, float b) {
@@ -426,23 +428,33 @@ struct Format<TensorType::Q3_K> {
   }
 };
 
-// ---- IQ2_XXS: granule = two groups of 32
-// --------------------------------------------------------- The body is regrouped at upload
-// (layout.h, regroup_iq2xxs) into four 16-byte quarters; quarter l holds what the 8-value group l
-// of every 32-value group (sub-block) needs. These read it.
+// ---- IQ2_XXS and IQ3_XXS: granule = two groups of 32 --------------------------------------------
+// Their bodies are regrouped at upload (layout.h, regroup_iq2xxs / regroup_iq3xxs) into quarters:
+// quarter l holds what the 8-value group l of every 32-value group (sub-block) needs. Part of a
+// quarter is 8 bytes of sign bits and scales, read by these (lo, hi: its two words).
+namespace iq_quarter {
+// Sub-block s's 7 sign bits of the group (bytes 0-6: bits 7s .. 7s + 6 of a 56-bit field).
+RL_HD uint32_t sign_bits(uint32_t lo, uint32_t hi, int s) {
+  const uint64_t field = lo | static_cast<uint64_t>(hi) << 32;
+  return static_cast<uint32_t>(field >> (7 * s)) & 127u;
+}
+// Byte 7 of quarter l's sign part: the 4-bit scales of sub-blocks 2l (low nibble) and 2l + 1.
+RL_HD uint32_t scale_pair(uint32_t hi) {
+  return hi >> 24;
+}
+}  // namespace iq_quarter
+
+// IQ2_XXS quarter l (16 bytes at 16l): bytes 0-7 the grid index of group l of sub-blocks 0-7,
+// bytes 8-15 the sign part.
 namespace iq2xxs {
-// Sub-block s's grid index of group l, from quarter l (bytes 0-7: sub-blocks 0-7).
 RL_HD uint32_t grid_index(const uint4& quarter, int s) {
   return byte_of(s < 4 ? quarter.x : quarter.y, s & 3);
 }
-// Its 7 sign bits (bytes 8-14: bits 7s .. 7s + 6 of a 56-bit field).
 RL_HD uint32_t sign_bits(const uint4& quarter, int s) {
-  const uint64_t field = quarter.z | static_cast<uint64_t>(quarter.w) << 32;
-  return static_cast<uint32_t>(field >> (7 * s)) & 127u;
+  return iq_quarter::sign_bits(quarter.z, quarter.w, s);
 }
-// Byte 15 of quarter l: the 4-bit scales of sub-blocks 2l (low nibble) and 2l + 1.
 RL_HD uint32_t scale_pair(const uint4& quarter) {
-  return quarter.w >> 24;
+  return iq_quarter::scale_pair(quarter.w);
 }
 }  // namespace iq2xxs
 
@@ -479,7 +491,16 @@ struct Format<TensorType::IQ2_XXS> {
   }
 };
 
-// ---- IQ3_XXS: granule = two groups of 32 -------------------------------------------------------
+// ---- IQ3_XXS ------------------------------------------------------------------------------------
+// Quarter l: 16 bytes at 16l, bytes 2s and 2s + 1 the two grid indices (4 values each) of group l
+// of sub-block s, and the sign part (8 bytes) at 64 + 8l.
+namespace iq3xxs {
+RL_HD uint32_t grid_index(const uint4& quarter, int s, int half) {
+  const uint32_t w = s < 2 ? quarter.x : s < 4 ? quarter.y : s < 6 ? quarter.z : quarter.w;
+  return byte_of(w, 2 * (s & 1) + half);
+}
+}  // namespace iq3xxs
+
 template <>
 struct Format<TensorType::IQ3_XXS> {
   static constexpr int kBlockValues = 256, kGranules = 4, kGranuleValues = 64;
@@ -487,28 +508,28 @@ struct Format<TensorType::IQ3_XXS> {
   template <class Emit>
   RL_HD static void decode(const uint8_t* body, const uint8_t* tail, int g, const IqTables& t,
                            Emit&& emit) {
-    const uint4 qs = load16(body + 16 * g);     // 8 grid indices per group of 32
-    const uint2 ss = load8(body + 64 + 8 * g);  // scale and signs per group of 32
+    const uint4 index[4] = {load16(body), load16(body + 16), load16(body + 32), load16(body + 48)};
+    const uint4 sa = load16(body + 64), sb = load16(body + 80);
+    const uint2 sign[4] = {{sa.x, sa.y}, {sa.z, sa.w}, {sb.x, sb.y}, {sb.z, sb.w}};
     const float d = f16(load2(tail));
     RL_UNROLL
     for (int h = 0; h < 2; ++h) {
-      const uint32_t aux = h ? ss.y : ss.x;
-      const uint32_t i0 = h ? qs.z : qs.x, i1 = h ? qs.w : qs.y;
-      const float db = mul(mul(d, add(0.5f, i2f(aux >> 28))), 0.5f);
+      const int s = 2 * g + h;
+      const uint32_t ls = (iq_quarter::scale_pair(sign[g].y) >> (4 * h)) & 15u;
+      const float db = mul(mul(d, add(0.5f, i2f(ls))), 0.5f);
       RL_UNROLL
       for (int l = 0; l < 4; ++l) {
-        const uint32_t s = ksigns((aux >> (7 * l)) & 127u);
-        const uint32_t iw = l < 2 ? i0 : i1;
-        const uint32_t ga = t.iq3xxs_grid[byte_of(iw, (2 * l) & 3)];
-        const uint32_t gb = t.iq3xxs_grid[byte_of(iw, (2 * l + 1) & 3)];
-        emit(32 * h + 8 * l, with_sign(mul(db, i2f(byte_of(ga, 0))), s, 0),
-             with_sign(mul(db, i2f(byte_of(ga, 1))), s, 1),
-             with_sign(mul(db, i2f(byte_of(ga, 2))), s, 2),
-             with_sign(mul(db, i2f(byte_of(ga, 3))), s, 3));
-        emit(32 * h + 8 * l + 4, with_sign(mul(db, i2f(byte_of(gb, 0))), s, 4),
-             with_sign(mul(db, i2f(byte_of(gb, 1))), s, 5),
-             with_sign(mul(db, i2f(byte_of(gb, 2))), s, 6),
-             with_sign(mul(db, i2f(byte_of(gb, 3))), s, 7));
+        const uint32_t signs = ksigns(iq_quarter::sign_bits(sign[l].x, sign[l].y, s));
+        const uint32_t ga = t.iq3xxs_grid[iq3xxs::grid_index(index[l], s, 0)];
+        const uint32_t gb = t.iq3xxs_grid[iq3xxs::grid_index(index[l], s, 1)];
+        emit(32 * h + 8 * l, with_sign(mul(db, i2f(byte_of(ga, 0))), signs, 0),
+             with_sign(mul(db, i2f(byte_of(ga, 1))), signs, 1),
+             with_sign(mul(db, i2f(byte_of(ga, 2))), signs, 2),
+             with_sign(mul(db, i2f(byte_of(ga, 3))), signs, 3));
+        emit(32 * h + 8 * l + 4, with_sign(mul(db, i2f(byte_of(gb, 0))), signs, 4),
+             with_sign(mul(db, i2f(byte_of(gb, 1))), signs, 5),
+             with_sign(mul(db, i2f(byte_of(gb, 2))), signs, 6),
+             with_sign(mul(db, i2f(byte_of(gb, 3))), signs, 7));
       }
     }
   }

@@ -37,30 +37,51 @@ std::optional<BlockLayout> block_layout(TensorType type) {
   }
 }
 
+namespace {
+
+uint32_t word_at(const uint8_t* p) {
+  return p[0] | p[1] << 8 | p[2] << 16 | static_cast<uint32_t>(p[3]) << 24;
+}
+
+// Quarter l's sign part (8 bytes) from the eight sub-blocks' sign / scale words.
+void sign_part(const uint32_t (&aux)[8], int l, uint8_t* out) {
+  uint64_t signs = 0;
+  for (int s = 0; s < 8; ++s) signs |= static_cast<uint64_t>((aux[s] >> (7 * l)) & 127u) << (7 * s);
+  for (int b = 0; b < 7; ++b) out[b] = static_cast<uint8_t>(signs >> (8 * b));
+  out[7] = static_cast<uint8_t>((aux[2 * l] >> 28) | (aux[2 * l + 1] >> 28) << 4);
+}
+
+}  // namespace
+
 void regroup_iq2xxs(const uint8_t* file_qs, uint8_t* body) {
+  uint32_t aux[8];
+  for (int s = 0; s < 8; ++s) aux[s] = word_at(file_qs + 8 * s + 4);
   for (int l = 0; l < 4; ++l) {
-    uint8_t* quarter = body + 16 * l;
-    uint64_t signs = 0;
+    for (int s = 0; s < 8; ++s) body[16 * l + s] = file_qs[8 * s + l];
+    sign_part(aux, l, body + 16 * l + 8);
+  }
+}
+
+void regroup_iq3xxs(const uint8_t* file_qs, uint8_t* body) {
+  uint32_t aux[8];
+  for (int s = 0; s < 8; ++s) aux[s] = word_at(file_qs + 64 + 4 * s);
+  for (int l = 0; l < 4; ++l) {
     for (int s = 0; s < 8; ++s) {
-      const uint8_t* sub = file_qs + 8 * s;  // grid indices | signs and scale
-      const uint32_t aux =
-          sub[4] | sub[5] << 8 | sub[6] << 16 | static_cast<uint32_t>(sub[7]) << 24;
-      quarter[s] = sub[l];
-      signs |= static_cast<uint64_t>((aux >> (7 * l)) & 127u) << (7 * s);
+      body[16 * l + 2 * s] = file_qs[8 * s + 2 * l];
+      body[16 * l + 2 * s + 1] = file_qs[8 * s + 2 * l + 1];
     }
-    for (int b = 0; b < 7; ++b) quarter[8 + b] = static_cast<uint8_t>(signs >> (8 * b));
-    const uint8_t* even = file_qs + 16 * l + 7;  // the top bytes of sub-blocks 2l and 2l + 1
-    quarter[15] = static_cast<uint8_t>((even[0] >> 4) | (even[8] & 0xF0));
+    sign_part(aux, l, body + 64 + 8 * l);
   }
 }
 
 void split_blocks(const BlockLayout& layout, const uint8_t* src, int64_t n_blocks, uint8_t* body,
                   uint8_t* tail) {
-  if (layout.type == TensorType::IQ2_XXS) {  // d | qs[64]
+  if (layout.type == TensorType::IQ2_XXS || layout.type == TensorType::IQ3_XXS) {  // d | qs
+    const auto regroup = layout.type == TensorType::IQ2_XXS ? regroup_iq2xxs : regroup_iq3xxs;
     for (int64_t b = 0; b < n_blocks; ++b) {
       const uint8_t* s = src + b * layout.block_bytes;
       std::memcpy(tail + b * layout.tail_bytes, s, 2);
-      regroup_iq2xxs(s + 2, body + b * layout.body_bytes());
+      regroup(s + 2, body + b * layout.body_bytes());
     }
     return;
   }

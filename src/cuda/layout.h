@@ -5,8 +5,8 @@
 // use 16-byte loads on them. At upload each block is split into its "body" (the bytes without
 // the scale fields) and its "tail" (the scale fields), stored in two arrays with the same block
 // order. Values and byte counts are unchanged; the bodies of most types become 16-byte aligned.
-// One type's body is also reordered: IQ2_XXS's (regroup_iq2xxs), so that each lane of a
-// tensor-core item loads one 16-byte quarter of it.
+// Two types' bodies are also reordered, IQ2_XXS's and IQ3_XXS's (regroup_iq2xxs, regroup_iq3xxs),
+// so that each lane of a tensor-core item loads one quarter of it.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -28,14 +28,20 @@ struct BlockLayout {
 // BF16) are treated as blocks of 8 values.
 std::optional<BlockLayout> block_layout(gguf::TensorType type);
 
-// IQ2_XXS's 64 body bytes (after d) in the order the CUDA decoders read them. In the file,
-// sub-block s (values 32s .. 32s + 31) is a word of four grid indices (byte l: its 8-value group
-// l) and a word of four 7-bit sign fields (bits 7l ..) with the 4-bit scale in bits 28-31. The
-// tensor cores take a sub-block per k-step, each lane of a quad one group of it (fmt::iq2xxs), so
+// IQ2_XXS's 64 body bytes (after d) in the order the CUDA decoders read them (fmt::iq2xxs). In
+// the file, sub-block s (values 32s .. 32s + 31) is a word of four grid indices (byte l: its
+// 8-value group l) and a word of four 7-bit sign fields (bits 7l ..) with the 4-bit scale in bits
+// 28-31. The tensor cores take a sub-block per k-step, each lane of a quad one group of it, so
 // quarter l (bytes 16l .. 16l + 15) holds group l of all eight sub-blocks: bytes 0-7 the grid
-// indices (sub-block s at byte s), bytes 8-14 a 56-bit field of the sign bits (s at bit 7s), and
-// byte 15 the scales of sub-blocks 2l (low nibble) and 2l + 1. Bytes are moved, not changed.
+// indices (sub-block s at byte s) and bytes 8-15 the sign part: a 56-bit field of the sign bits
+// (s at bit 7s) and a byte with the scales of sub-blocks 2l (low nibble) and 2l + 1. Bytes are
+// moved, not changed.
 void regroup_iq2xxs(const uint8_t* file_qs, uint8_t* body);
+// IQ3_XXS's 96 body bytes likewise (fmt::iq3xxs). In the file, bytes 8s .. 8s + 7 are sub-block
+// s's eight grid indices (4 values each; group l: 2l, 2l + 1) and bytes 64 + 4s .. the word of
+// its sign fields and scale, as IQ2_XXS's. Quarter l: bytes 16l .. 16l + 15 the two indices of
+// group l of each sub-block (s at 2s, 2s + 1), and bytes 64 + 8l .. 64 + 8l + 7 its sign part.
+void regroup_iq3xxs(const uint8_t* file_qs, uint8_t* body);
 
 // Splits n_blocks consecutive file blocks into n_blocks bodies and n_blocks tails.
 void split_blocks(const BlockLayout& layout, const uint8_t* src, int64_t n_blocks, uint8_t* body,

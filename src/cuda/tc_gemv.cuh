@@ -1,23 +1,24 @@
 // Matrix-vector products on the tensor cores for the formats that carry most decode bytes
-// (Q4_K / Q5_K projections and experts, IQ2_XXS experts). Internal; .cu only.
+// (Q4_K / Q5_K projections and experts, IQ2_XXS / IQ3_XXS experts). Internal; .cu only.
 //
 // Why. The float decoders (formats.cuh) spend ~15 instructions per weight (Nsight Compute: the
 // Q4_K projections issue 12M warp instructions for 25M weights); with a few warps per scheduler
 // that chain, not memory, sets the time (DRAM 4-15 % busy). Here the weights enter an integer
 // mma.sync m16n8k32 as the format's own small integers, so a lane's share of a k-step is a few
-// masks (Q4_K: an AND per 4 weights) or table lookups (IQ2_XXS: a grid entry and a sign mask per
-// 8 weights), and one mma does 512 multiply-adds. Only where the shape fills the GPU (usable()
+// masks (Q4_K: an AND per 4 weights) or table lookups (IQ2_XXS: two per 8 weights, IQ3_XXS:
+// three), and one mma does 512 multiply-adds. Only where the shape fills the GPU (usable()
 // below); the other formats and shapes keep the float decoders.
 //
-// Exactness. Weights: Q4_K / Q5_K q ≤ 31, IQ2_XXS grid·sign with |.| ≤ 43, exact in int8. Input:
-// each 256-value block is scaled by a power of two so that its largest magnitude lies in
-// [2^29, 2^30) and rounded to an integer v: exact for every value of at least 2^-6 of the
+// Exactness. Weights: Q4_K / Q5_K q ≤ 31, IQ2_XXS / IQ3_XXS grid·sign with |.| ≤ 62, exact in
+// int8. Input: each 256-value block is scaled by a power of two so that its largest magnitude
+// lies in [2^29, 2^30) and rounded to an integer v: exact for every value of at least 2^-6 of the
 // largest (scaled, its float has no fraction bits), off by at most 2^-30 of the largest for the
-// smaller ones. v is written as four signed 8-bit digits, v = 2^24 d0 + 2^16 d1 + 2^8 d2 + d3. The
-// mma (s8 × s8 → s32) is exact; a k-step is one 32-value sub-block, whose integer scale multiplies
-// the step's int32 sums, still exact (|sum| < 2^27 over a block: 8 steps × 32 × 31 × 128 × 63).
-// The block's float factors (d, dmin, IQ2_XXS's d/8, the input's power of two) are applied once
-// per block; the self-test checks every GEMV against float64.
+// smaller ones. v is written as four signed 8-bit digits, v = 2^24 d0 + 2^16 d1 + 2^8 d2 + d3.
+// The mma (s8 × s8 → s32) is exact; a k-step is one 32-value sub-block, whose integer scale
+// multiplies the step's int32 sums, still exact (|sum| < 2^27 over a block: 8 steps × 32 × 128 ×
+// 31 · 63, the largest weight times its scale). The block's float factors (d, dmin, the IQ
+// formats' d/8 or d/4, the input's power of two) are applied once per block; the self-test
+// checks every GEMV against float64.
 //
 // Layout of the work. A warp item is a tile of 16 rows × one 256-value block ("kb"). K-step s
 // (of 8) is sub-block s, values 32s .. 32s + 31: lane 4g + t supplies rows g and g + 8 at the
@@ -170,6 +171,24 @@ struct Tc<TensorType::Q4_K> : TcK<false> {};
 template <>
 struct Tc<TensorType::Q5_K> : TcK<true> {};
 
+// The IQ formats' sub-block scales for rows g and g + 8 as 2 ls + 1, from each lane's scale byte
+// of its quarter (scales of sub-blocks 2t, 2t + 1) of each row: two exchanges give every lane of
+// the quad all four bytes. sc[row][0 / 1]: byte k for sub-block 2k / 2k + 1.
+__device__ __forceinline__ void sub_block_scales(uint32_t row0, uint32_t row1, int t,
+                                                 uint32_t (&sc)[2][2]) {
+  const uint32_t own = row0 | row1 << 16;
+  const uint32_t other = __shfl_xor_sync(kFullMask, own, 1);
+  const uint32_t pair = t & 1 ? other | own << 8 : own | other << 8;  // lanes 2h, 2h + 1
+  const uint32_t far = __shfl_xor_sync(kFullMask, pair, 2);
+  const uint32_t low = t & 2 ? far : pair, high = t & 2 ? pair : far;  // lanes 0-1, 2-3
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const uint32_t ls = __byte_perm(low, high, r ? 0x7632 : 0x5410);
+    sc[r][0] = ((ls & 0x0F0F0F0Fu) << 1) | 0x01010101u;
+    sc[r][1] = ((ls >> 3) & 0x1E1E1E1Eu) | 0x01010101u;
+  }
+}
+
 // IQ2_XXS: the body is regrouped at upload (layout.h, regroup_iq2xxs) so that quarter t holds
 // group t (values 8t .. 8t + 7) of every sub-block: lane t loads it, 16 bytes per row. The grid's
 // magnitudes are 8, 25 and 43 only, so a weight is one of six signed bytes, and one byte permute
@@ -202,20 +221,8 @@ struct Tc<TensorType::IQ2_XXS> {
     uint32_t sc[M][2][2];
 #pragma unroll
     for (int m = 0; m < M; ++m) {
-      // Each lane holds the scale byte of its quarter for both rows (bytes 0 and 2); two
-      // exchanges give every lane of the quad all four bytes of each row.
-      const uint32_t own =
-          fmt::iq2xxs::scale_pair(raw[m].v[0]) | fmt::iq2xxs::scale_pair(raw[m].v[1]) << 16;
-      const uint32_t other = __shfl_xor_sync(kFullMask, own, 1);
-      const uint32_t pair = t & 1 ? other | own << 8 : own | other << 8;  // lanes 2h, 2h + 1
-      const uint32_t far = __shfl_xor_sync(kFullMask, pair, 2);
-      const uint32_t low = t & 2 ? far : pair, high = t & 2 ? pair : far;  // lanes 0-1, 2-3
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const uint32_t ls = __byte_perm(low, high, r ? 0x7632 : 0x5410);
-        sc[m][r][0] = ((ls & 0x0F0F0F0Fu) << 1) | 0x01010101u;
-        sc[m][r][1] = ((ls >> 3) & 0x1E1E1E1Eu) | 0x01010101u;
-      }
+      sub_block_scales(fmt::iq2xxs::scale_pair(raw[m].v[0]), fmt::iq2xxs::scale_pair(raw[m].v[1]),
+                       t, sc[m]);
     }
     const uint32_t magnitudes = 0x002B1908u, negated = 0x00D5E7F8u;  // 8 25 43 0, and -8 -25 -43 0
     int acc[M][4] = {};
@@ -247,14 +254,77 @@ struct Tc<TensorType::IQ2_XXS> {
   }
 };
 
+// IQ3_XXS: regrouped like IQ2_XXS (layout.h, regroup_iq3xxs): lane t loads quarter t's 16 bytes
+// of grid indices and its 8-byte sign part per row. A group is two grid entries (4 magnitudes of
+// 4 to 62 each); the signs apply bytewise as (g ^ x) + (x & 1) with x = 0xFF where negative, from
+// a table of byte masks (stage_tables): no byte carries into the next, since g > 0.
+template <>
+struct Tc<TensorType::IQ3_XXS> {
+  static constexpr bool kSubSums = false;
+  struct Raw {
+    uint4 index[2];  // quarter t's grid indices of rows g and g+8
+    uint2 sign[2];   // its sign part
+    uint32_t d[2];
+  };
+  __device__ static Raw load(const uint8_t* const (&blk)[2], const uint8_t* const (&tail)[2],
+                             int t) {
+    Raw raw;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      raw.index[r] = fmt::load16(blk[r] + 16 * t);
+      raw.sign[r] = fmt::load8(blk[r] + 64 + 8 * t);
+      raw.d[r] = fmt::load2(tail[r]);
+    }
+    return raw;
+  }
+  template <int M>
+  __device__ static void dot(const Raw (&raw)[M], const uint2* xb, float inv_scale, const float*,
+                             int lane, const fmt::IqTables& tables, float2 (&out)[M]) {
+    const int t = lane & 3;
+    uint32_t sc[M][2][2];
+#pragma unroll
+    for (int m = 0; m < M; ++m)
+      sub_block_scales(fmt::iq_quarter::scale_pair(raw[m].sign[0].y),
+                       fmt::iq_quarter::scale_pair(raw[m].sign[1].y), t, sc[m]);
+    int acc[M][4] = {};
+    const bool feeds_b = lane < kFragLanes;
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {
+      const uint2 b = feeds_b ? xb[s * kFragLanes + lane] : make_uint2(0u, 0u);
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        uint32_t a[2][2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const uint2 sg = raw[m].sign[r];
+          const uint2 x = tables.sign_bytes[fmt::iq_quarter::sign_bits(sg.x, sg.y, s)];
+          const uint32_t ga = tables.iq3xxs_grid[fmt::iq3xxs::grid_index(raw[m].index[r], s, 0)];
+          const uint32_t gb = tables.iq3xxs_grid[fmt::iq3xxs::grid_index(raw[m].index[r], s, 1)];
+          a[r][0] = (ga ^ x.x) + (x.x & 0x01010101u);
+          a[r][1] = (gb ^ x.y) + (x.y & 0x01010101u);
+        }
+        step(acc[m], a, b, byte_at(sc[m][0][s & 1], s >> 1), byte_at(sc[m][1][s & 1], s >> 1));
+      }
+    }
+    // ggml: d · (0.5 + ls) / 2 · grid · sign = d / 4 · (2 ls + 1) · grid · sign.
+    const float f = 0.25f * inv_scale;
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const float2 v = row_sums(acc[m], t);
+      out[m] = make_float2(fmt::f16(raw[m].d[0]) * f * v.x, fmt::f16(raw[m].d[1]) * f * v.y);
+    }
+  }
+};
+
 template <TensorType T>
 constexpr bool supported() {
-  return T == TensorType::Q4_K || T == TensorType::Q5_K || T == TensorType::IQ2_XXS;
+  return T == TensorType::Q4_K || T == TensorType::Q5_K || T == TensorType::IQ2_XXS ||
+         T == TensorType::IQ3_XXS;
 }
 
 // The lookup tables the tensor-core decoder of T reads, in shared memory (the caller synchronises
-// before use): IQ2_XXS's grid as magnitude codes and its sign bits as selector bits, both built
-// here (from the grid and ksigns).
+// before use): IQ2_XXS's grid as magnitude codes and its sign bits as selector bits, IQ3_XXS's
+// grid and its sign bits as byte masks, all built here (from the grids and ksigns).
 template <TensorType T>
 __device__ fmt::IqTables stage_tables(const DeviceTables& g) {
   fmt::IqTables t{nullptr, nullptr, nullptr};
@@ -279,6 +349,20 @@ __device__ fmt::IqTables stage_tables(const DeviceTables& g) {
     }
     t.iq2xxs_codes = codes;
     t.iq2xxs_sign_nibbles = sign_nibbles;
+  }
+  if constexpr (T == TensorType::IQ3_XXS) {
+    __shared__ uint32_t grid[256];
+    __shared__ uint2 sign_bytes[128];
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) grid[i] = g.iq3xxs_grid[i];
+    for (int i = threadIdx.x; i < 128; i += blockDim.x) {
+      const uint32_t s = fmt::ksigns(i);
+      uint32_t x[2] = {0u, 0u};
+#pragma unroll
+      for (int j = 0; j < 8; ++j) x[j / 4] |= ((s >> j) & 1u) * (0xFFu << (8 * (j % 4)));
+      sign_bytes[i] = make_uint2(x[0], x[1]);
+    }
+    t.iq3xxs_grid = grid;
+    t.sign_bytes = sign_bytes;
   }
   return t;
 }

@@ -96,9 +96,47 @@ TEST(CudaLayout, Iq2xxsGridHasThreeMagnitudes) {
     }
 }
 
+// Likewise IQ3_XXS's 96 quantised bytes: 64 grid indices (8 per sub-block, two per group), then
+// a sign / scale word per sub-block.
+TEST(CudaLayout, Iq3xxsRegroupedOneToOne) {
+  for (int bit = 0; bit < 96 * 8; ++bit) {
+    uint8_t file_qs[96] = {}, body[96];
+    file_qs[bit / 8] = static_cast<uint8_t>(1u << (bit % 8));
+    regroup_iq3xxs(file_qs, body);
+    int set = 0, at = -1;
+    for (int i = 0; i < 96 * 8; ++i)
+      if ((body[i / 8] >> (i % 8)) & 1) ++set, at = i;
+    ASSERT_EQ(set, 1) << "file bit " << bit;
+    int want;
+    if (bit < 64 * 8) {  // index byte j = bit / 8 of sub-block j / 8, group (j % 8) / 2
+      const int j = bit / 8, s = j / 8, l = (j % 8) / 2;
+      want = 128 * l + 8 * (2 * s + j % 2) + bit % 8;
+    } else {
+      const int s = (bit - 512) / 32, in_word = (bit - 512) % 32;
+      if (in_word < 28) {
+        const int l = in_word / 7, k = in_word % 7;
+        want = 512 + 64 * l + 7 * s + k;
+      } else {
+        want = 512 + 64 * (s / 2) + 56 + 4 * (s % 2) + (in_word - 28);
+      }
+    }
+    EXPECT_EQ(at, want) << "file bit " << bit;
+  }
+}
+
+// The tensor-core IQ3_XXS decoder negates grid bytes as (g ^ 0xFF) + 1, which stays within its
+// byte for 1 <= g <= 127.
+TEST(CudaLayout, Iq3xxsGridBytesArePositiveInt8) {
+  for (size_t i = 0; i < quant::tables::iq3xxs_grid.size(); ++i)
+    for (int j = 0; j < 4; ++j) {
+      const int m = static_cast<int>((quant::tables::iq3xxs_grid[i] >> (8 * j)) & 0xff);
+      ASSERT_TRUE(m >= 1 && m <= 127) << "entry " << i << " byte " << j << ": " << m;
+    }
+}
+
 TEST(CudaLayout, SplitKeepsEveryByte) {
   // Body + tail sizes add up to the block, and split_blocks moves the scale bytes to the tail
-  // (IQ2_XXS's body regrouped as tested above).
+  // (the IQ2_XXS and IQ3_XXS bodies regrouped as tested above).
   for (auto t : {TensorType::Q8_0, TensorType::Q2_K, TensorType::Q3_K, TensorType::Q6_K,
                  TensorType::IQ2_XXS, TensorType::IQ3_XXS}) {
     const BlockLayout l = *block_layout(t);
@@ -111,9 +149,9 @@ TEST(CudaLayout, SplitKeepsEveryByte) {
       std::vector<uint8_t> rest(src.begin() + b * l.block_bytes,
                                 src.begin() + (b + 1) * l.block_bytes);
       rest.erase(rest.begin() + l.tail_offset, rest.begin() + l.tail_offset + l.tail_bytes);
-      if (t == TensorType::IQ2_XXS) {
+      if (t == TensorType::IQ2_XXS || t == TensorType::IQ3_XXS) {
         const std::vector<uint8_t> file = rest;
-        regroup_iq2xxs(file.data(), rest.data());
+        (t == TensorType::IQ2_XXS ? regroup_iq2xxs : regroup_iq3xxs)(file.data(), rest.data());
       }
       EXPECT_EQ(0, std::memcmp(body.data() + b * l.body_bytes(), rest.data(), rest.size()));
     }
