@@ -60,7 +60,7 @@ __device__ __forceinline__ float2 digit_weights(int t) {
   return t == 0 ? make_float2(16777216.f, 65536.f) : make_float2(256.f, 1.f);
 }
 
-// Byte k (a compile-time constant after unrolling) of w, as an integer.
+// Byte k of w, as an integer.
 __device__ __forceinline__ int byte_at(uint32_t w, int k) {
   return static_cast<int>((w >> (8 * k)) & 0xffu);
 }
