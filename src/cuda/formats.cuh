@@ -442,6 +442,19 @@ RL_HD uint32_t sign_bits(uint32_t lo, uint32_t hi, int s) {
 RL_HD uint32_t scale_pair(uint32_t hi) {
   return hi >> 24;
 }
+// Values j .. j + 7 of a granule: the magnitudes in the bytes of g0 (values 0-3) and g1 (4-7)
+// times db, negated where bit i of signs is set.
+template <class Emit>
+RL_HD void emit_group(Emit&& emit, int j, float db, uint32_t g0, uint32_t g1, uint32_t signs) {
+  emit(j, with_sign(mul(db, i2f(byte_of(g0, 0))), signs, 0),
+       with_sign(mul(db, i2f(byte_of(g0, 1))), signs, 1),
+       with_sign(mul(db, i2f(byte_of(g0, 2))), signs, 2),
+       with_sign(mul(db, i2f(byte_of(g0, 3))), signs, 3));
+  emit(j + 4, with_sign(mul(db, i2f(byte_of(g1, 0))), signs, 4),
+       with_sign(mul(db, i2f(byte_of(g1, 1))), signs, 5),
+       with_sign(mul(db, i2f(byte_of(g1, 2))), signs, 6),
+       with_sign(mul(db, i2f(byte_of(g1, 3))), signs, 7));
+}
 }  // namespace iq_quarter
 
 // IQ2_XXS quarter l (16 bytes at 16l): bytes 0-7 the grid index of group l of sub-blocks 0-7,
@@ -477,15 +490,8 @@ struct Format<TensorType::IQ2_XXS> {
       for (int l = 0; l < 4; ++l) {
         const uint64_t grid = t.iq2xxs_grid[iq2xxs::grid_index(quarter[l], s)];
         const uint32_t signs = ksigns(iq2xxs::sign_bits(quarter[l], s));
-        const uint32_t g0 = static_cast<uint32_t>(grid), g1 = static_cast<uint32_t>(grid >> 32);
-        emit(32 * h + 8 * l, with_sign(mul(db, i2f(byte_of(g0, 0))), signs, 0),
-             with_sign(mul(db, i2f(byte_of(g0, 1))), signs, 1),
-             with_sign(mul(db, i2f(byte_of(g0, 2))), signs, 2),
-             with_sign(mul(db, i2f(byte_of(g0, 3))), signs, 3));
-        emit(32 * h + 8 * l + 4, with_sign(mul(db, i2f(byte_of(g1, 0))), signs, 4),
-             with_sign(mul(db, i2f(byte_of(g1, 1))), signs, 5),
-             with_sign(mul(db, i2f(byte_of(g1, 2))), signs, 6),
-             with_sign(mul(db, i2f(byte_of(g1, 3))), signs, 7));
+        iq_quarter::emit_group(emit, 32 * h + 8 * l, db, static_cast<uint32_t>(grid),
+                               static_cast<uint32_t>(grid >> 32), signs);
       }
     }
   }
@@ -522,14 +528,7 @@ struct Format<TensorType::IQ3_XXS> {
         const uint32_t signs = ksigns(iq_quarter::sign_bits(sign[l].x, sign[l].y, s));
         const uint32_t ga = t.iq3xxs_grid[iq3xxs::grid_index(index[l], s, 0)];
         const uint32_t gb = t.iq3xxs_grid[iq3xxs::grid_index(index[l], s, 1)];
-        emit(32 * h + 8 * l, with_sign(mul(db, i2f(byte_of(ga, 0))), signs, 0),
-             with_sign(mul(db, i2f(byte_of(ga, 1))), signs, 1),
-             with_sign(mul(db, i2f(byte_of(ga, 2))), signs, 2),
-             with_sign(mul(db, i2f(byte_of(ga, 3))), signs, 3));
-        emit(32 * h + 8 * l + 4, with_sign(mul(db, i2f(byte_of(gb, 0))), signs, 4),
-             with_sign(mul(db, i2f(byte_of(gb, 1))), signs, 5),
-             with_sign(mul(db, i2f(byte_of(gb, 2))), signs, 6),
-             with_sign(mul(db, i2f(byte_of(gb, 3))), signs, 7));
+        iq_quarter::emit_group(emit, 32 * h + 8 * l, db, ga, gb, signs);
       }
     }
   }

@@ -189,6 +189,36 @@ __device__ __forceinline__ void sub_block_scales(uint32_t row0, uint32_t row1, i
   }
 }
 
+// The item of an IQ format: per row and k-step A's two words from group(m, r, s, a), the sums
+// scaled by the sub-block scales (scale_pair(m, r): this lane's scale byte of row r) and by
+// d(m, r) · f at the end.
+template <int M, class ScalePair, class Group, class D>
+__device__ __forceinline__ void iq_item(const uint2* xb, int lane, float f, ScalePair&& scale_pair,
+                                        Group&& group, D&& d, float2 (&out)[M]) {
+  const int t = lane & 3;
+  uint32_t sc[M][2][2];  // [m][row][even / odd sub-blocks]: 2 ls + 1, byte k: sub-block 2k (+ 1)
+#pragma unroll
+  for (int m = 0; m < M; ++m) sub_block_scales(scale_pair(m, 0), scale_pair(m, 1), t, sc[m]);
+  int acc[M][4] = {};
+  const bool feeds_b = lane < kFragLanes;
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) {
+    const uint2 b = feeds_b ? xb[s * kFragLanes + lane] : make_uint2(0u, 0u);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      uint32_t a[2][2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) group(m, r, s, a[r]);
+      step(acc[m], a, b, byte_at(sc[m][0][s & 1], s >> 1), byte_at(sc[m][1][s & 1], s >> 1));
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    const float2 v = row_sums(acc[m], t);
+    out[m] = make_float2(d(m, 0) * f * v.x, d(m, 1) * f * v.y);
+  }
+}
+
 // IQ2_XXS: the body is regrouped at upload (layout.h, regroup_iq2xxs) so that quarter t holds
 // group t (values 8t .. 8t + 7) of every sub-block: lane t loads it, 16 bytes per row. The grid's
 // magnitudes are 8, 25 and 43 only, so a weight is one of six signed bytes, and one byte permute
@@ -216,41 +246,19 @@ struct Tc<TensorType::IQ2_XXS> {
   template <int M>
   __device__ static void dot(const Raw (&raw)[M], const uint2* xb, float inv_scale, const float*,
                              int lane, const fmt::IqTables& tables, float2 (&out)[M]) {
-    const int t = lane & 3;
-    // [m][row][even / odd sub-blocks]: 2 ls + 1 as bytes, byte k for sub-block 2k (+ 1).
-    uint32_t sc[M][2][2];
-#pragma unroll
-    for (int m = 0; m < M; ++m) {
-      sub_block_scales(fmt::iq2xxs::scale_pair(raw[m].v[0]), fmt::iq2xxs::scale_pair(raw[m].v[1]),
-                       t, sc[m]);
-    }
     const uint32_t magnitudes = 0x002B1908u, negated = 0x00D5E7F8u;  // 8 25 43 0, and -8 -25 -43 0
-    int acc[M][4] = {};
-    const bool feeds_b = lane < kFragLanes;
-#pragma unroll
-    for (int s = 0; s < kSteps; ++s) {
-      const uint2 b = feeds_b ? xb[s * kFragLanes + lane] : make_uint2(0u, 0u);
-#pragma unroll
-      for (int m = 0; m < M; ++m) {
-        uint32_t a[2][2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
+    // ggml: d · (0.5 + ls) / 4 · grid · sign = d / 8 · (2 ls + 1) · grid · sign.
+    iq_item<M>(
+        xb, lane, 0.125f * inv_scale,
+        [&](int m, int r) { return fmt::iq2xxs::scale_pair(raw[m].v[r]); },
+        [&](int m, int r, int s, uint32_t(&a)[2]) {
           const uint4& v = raw[m].v[r];
           const uint32_t select = tables.iq2xxs_codes[fmt::iq2xxs::grid_index(v, s)] |
                                   tables.iq2xxs_sign_nibbles[fmt::iq2xxs::sign_bits(v, s)];
-          a[r][0] = __byte_perm(magnitudes, negated, select);
-          a[r][1] = __byte_perm(magnitudes, negated, select >> 16);
-        }
-        step(acc[m], a, b, byte_at(sc[m][0][s & 1], s >> 1), byte_at(sc[m][1][s & 1], s >> 1));
-      }
-    }
-    // ggml: d · (0.5 + ls) / 4 · grid · sign = d / 8 · (2 ls + 1) · grid · sign.
-    const float f = 0.125f * inv_scale;
-#pragma unroll
-    for (int m = 0; m < M; ++m) {
-      const float2 v = row_sums(acc[m], t);
-      out[m] = make_float2(fmt::f16(raw[m].d[0]) * f * v.x, fmt::f16(raw[m].d[1]) * f * v.y);
-    }
+          a[0] = __byte_perm(magnitudes, negated, select);
+          a[1] = __byte_perm(magnitudes, negated, select >> 16);
+        },
+        [&](int m, int r) { return fmt::f16(raw[m].d[r]); }, out);
   }
 };
 
@@ -280,39 +288,19 @@ struct Tc<TensorType::IQ3_XXS> {
   template <int M>
   __device__ static void dot(const Raw (&raw)[M], const uint2* xb, float inv_scale, const float*,
                              int lane, const fmt::IqTables& tables, float2 (&out)[M]) {
-    const int t = lane & 3;
-    uint32_t sc[M][2][2];
-#pragma unroll
-    for (int m = 0; m < M; ++m)
-      sub_block_scales(fmt::iq_quarter::scale_pair(raw[m].sign[0].y),
-                       fmt::iq_quarter::scale_pair(raw[m].sign[1].y), t, sc[m]);
-    int acc[M][4] = {};
-    const bool feeds_b = lane < kFragLanes;
-#pragma unroll
-    for (int s = 0; s < kSteps; ++s) {
-      const uint2 b = feeds_b ? xb[s * kFragLanes + lane] : make_uint2(0u, 0u);
-#pragma unroll
-      for (int m = 0; m < M; ++m) {
-        uint32_t a[2][2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
+    // ggml: d · (0.5 + ls) / 2 · grid · sign = d / 4 · (2 ls + 1) · grid · sign.
+    iq_item<M>(
+        xb, lane, 0.25f * inv_scale,
+        [&](int m, int r) { return fmt::iq_quarter::scale_pair(raw[m].sign[r].y); },
+        [&](int m, int r, int s, uint32_t(&a)[2]) {
           const uint2 sg = raw[m].sign[r];
           const uint2 x = tables.sign_bytes[fmt::iq_quarter::sign_bits(sg.x, sg.y, s)];
           const uint32_t ga = tables.iq3xxs_grid[fmt::iq3xxs::grid_index(raw[m].index[r], s, 0)];
           const uint32_t gb = tables.iq3xxs_grid[fmt::iq3xxs::grid_index(raw[m].index[r], s, 1)];
-          a[r][0] = (ga ^ x.x) + (x.x & 0x01010101u);
-          a[r][1] = (gb ^ x.y) + (x.y & 0x01010101u);
-        }
-        step(acc[m], a, b, byte_at(sc[m][0][s & 1], s >> 1), byte_at(sc[m][1][s & 1], s >> 1));
-      }
-    }
-    // ggml: d · (0.5 + ls) / 2 · grid · sign = d / 4 · (2 ls + 1) · grid · sign.
-    const float f = 0.25f * inv_scale;
-#pragma unroll
-    for (int m = 0; m < M; ++m) {
-      const float2 v = row_sums(acc[m], t);
-      out[m] = make_float2(fmt::f16(raw[m].d[0]) * f * v.x, fmt::f16(raw[m].d[1]) * f * v.y);
-    }
+          a[0] = (ga ^ x.x) + (x.x & 0x01010101u);
+          a[1] = (gb ^ x.y) + (x.y & 0x01010101u);
+        },
+        [&](int m, int r) { return fmt::f16(raw[m].d[r]); }, out);
   }
 };
 
