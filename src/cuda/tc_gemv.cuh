@@ -82,6 +82,25 @@ __device__ __forceinline__ float2 row_sums(const int (&acc)[4], int t) {
                      fmaf(static_cast<float>(acc[3]), w.y, static_cast<float>(acc[2]) * w.x));
 }
 
+// The item's k-steps over M matrices: per matrix, row and step A's two words from
+// group(m, r, s, a), the step's sums times scale(m, r, s) (the sub-block's integer scale) into acc.
+template <int M, class Group, class Scale>
+__device__ __forceinline__ void k_steps(const uint2* xb, int lane, Group&& group, Scale&& scale,
+                                        int (&acc)[M][4]) {
+  const bool feeds_b = lane < kFragLanes;
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) {
+    const uint2 b = feeds_b ? xb[s * kFragLanes + lane] : make_uint2(0u, 0u);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      uint32_t a[2][2];  // [row][values 0-3 / 4-7]
+#pragma unroll
+      for (int r = 0; r < 2; ++r) group(m, r, s, a[r]);
+      step(acc[m], a, b, scale(m, 0, s), scale(m, 1, s));
+    }
+  }
+}
+
 // ---- Per-format pieces: the raw bytes of one item and the dot product. -------------------------
 template <TensorType T>
 struct Tc;
@@ -135,28 +154,20 @@ struct TcK {
       }
     }
     int acc[M][4] = {};
-    const bool feeds_b = lane < kFragLanes;
-#pragma unroll
-    for (int s = 0; s < kSteps; ++s) {
-      const uint2 b = feeds_b ? xb[s * kFragLanes + lane] : make_uint2(0u, 0u);
-#pragma unroll
-      for (int m = 0; m < M; ++m) {
-        uint32_t a[2][2];  // [row][values 0-3 / 4-7]
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
+    k_steps<M>(
+        xb, lane,
+        [&](int m, int r, int s, uint32_t(&a)[2]) {
           const uint2 q = raw[m].q[r][s >> 1];
           const int shift = 4 * (s & 1);
-          a[r][0] = (q.x >> shift) & 0x0F0F0F0Fu;
-          a[r][1] = (q.y >> shift) & 0x0F0F0F0Fu;
+          a[0] = (q.x >> shift) & 0x0F0F0F0Fu;
+          a[1] = (q.y >> shift) & 0x0F0F0F0Fu;
           if constexpr (kFifthBit) {  // bit s of each byte to bit 4
             const uint2 h = raw[m].qh[r];
-            a[r][0] |= (s <= 4 ? h.x << (4 - s) : h.x >> (s - 4)) & 0x10101010u;
-            a[r][1] |= (s <= 4 ? h.y << (4 - s) : h.y >> (s - 4)) & 0x10101010u;
+            a[0] |= (s <= 4 ? h.x << (4 - s) : h.x >> (s - 4)) & 0x10101010u;
+            a[1] |= (s <= 4 ? h.y << (4 - s) : h.y >> (s - 4)) & 0x10101010u;
           }
-        }
-        step(acc[m], a, b, byte_at(sc[m][0][s >> 2], s & 3), byte_at(sc[m][1][s >> 2], s & 3));
-      }
-    }
+        },
+        [&](int m, int r, int s) { return byte_at(sc[m][r][s >> 2], s & 3); }, acc);
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       const float2 v = row_sums(acc[m], t);
@@ -200,18 +211,8 @@ __device__ __forceinline__ void iq_item(const uint2* xb, int lane, float f, Scal
 #pragma unroll
   for (int m = 0; m < M; ++m) sub_block_scales(scale_pair(m, 0), scale_pair(m, 1), t, sc[m]);
   int acc[M][4] = {};
-  const bool feeds_b = lane < kFragLanes;
-#pragma unroll
-  for (int s = 0; s < kSteps; ++s) {
-    const uint2 b = feeds_b ? xb[s * kFragLanes + lane] : make_uint2(0u, 0u);
-#pragma unroll
-    for (int m = 0; m < M; ++m) {
-      uint32_t a[2][2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) group(m, r, s, a[r]);
-      step(acc[m], a, b, byte_at(sc[m][0][s & 1], s >> 1), byte_at(sc[m][1][s & 1], s >> 1));
-    }
-  }
+  k_steps<M>(
+      xb, lane, group, [&](int m, int r, int s) { return byte_at(sc[m][r][s & 1], s >> 1); }, acc);
 #pragma unroll
   for (int m = 0; m < M; ++m) {
     const float2 v = row_sums(acc[m], t);
