@@ -79,9 +79,9 @@ void split_blocks(const BlockLayout& layout, const uint8_t* src, int64_t n_block
   if (layout.type == TensorType::IQ2_XXS || layout.type == TensorType::IQ3_XXS) {  // d | qs
     const auto regroup = layout.type == TensorType::IQ2_XXS ? regroup_iq2xxs : regroup_iq3xxs;
     for (int64_t b = 0; b < n_blocks; ++b) {
-      const uint8_t* s = src + b * layout.block_bytes;
-      std::memcpy(tail + b * layout.tail_bytes, s, 2);
-      regroup(s + 2, body + b * layout.body_bytes());
+      const uint8_t* s = src + b * layout.block_bytes;  // the tail (d) leads the block
+      std::memcpy(tail + b * layout.tail_bytes, s, layout.tail_bytes);
+      regroup(s + layout.tail_bytes, body + b * layout.body_bytes());
     }
     return;
   }

@@ -58,18 +58,25 @@ INSTANTIATE_TEST_SUITE_P(Types, CudaDecoder,
                          ::testing::Values("f32", "f16", "bf16", "q8_0", "q2_K", "q3_K", "q4_K",
                                            "q5_K", "q6_K", "iq2_xxs", "iq3_xxs", "iq4_xs"));
 
+// Regroups `bytes` quantised bytes with only bit `bit` set: the number of bits set in the body
+// (every byte of which starts at 0xFF, so each must be written) and, in *at, the last of them.
+int regrouped_bits(void (*regroup)(const uint8_t*, uint8_t*), int bytes, int bit, int* at) {
+  std::vector<uint8_t> file_qs(bytes, 0), body(bytes, 0xff);
+  file_qs[bit / 8] = static_cast<uint8_t>(1u << (bit % 8));
+  regroup(file_qs.data(), body.data());
+  int set = 0;
+  for (int i = 0; i < bytes * 8; ++i)
+    if ((body[i / 8] >> (i % 8)) & 1) ++set, *at = i;
+  return set;
+}
+
 // Every bit of an IQ2_XXS block's 64 quantised bytes lands on its own bit of the regrouped body,
 // where fmt::iq2xxs looks for it (the grid index, sign field or scale of its sub-block and
 // group); the decoders' bit-exactness with ggml above goes through the same regrouping.
 TEST(CudaLayout, Iq2xxsRegroupedOneToOne) {
   for (int bit = 0; bit < 64 * 8; ++bit) {
-    uint8_t file_qs[64] = {}, body[64];
-    file_qs[bit / 8] = static_cast<uint8_t>(1u << (bit % 8));
-    regroup_iq2xxs(file_qs, body);
-    int set = 0, at = -1;
-    for (int i = 0; i < 64 * 8; ++i)
-      if ((body[i / 8] >> (i % 8)) & 1) ++set, at = i;
-    ASSERT_EQ(set, 1) << "file bit " << bit;
+    int at = -1;
+    ASSERT_EQ(regrouped_bits(regroup_iq2xxs, 64, bit, &at), 1) << "file bit " << bit;
     // Where the file's bit must go: sub-block s = byte / 8; bytes 0-3 are group l's index,
     // bytes 4-7 bits 0-27 group l's signs (l = bit / 7), bits 28-31 the scale.
     const int s = bit / 64, in_sub = bit % 64;
@@ -100,13 +107,8 @@ TEST(CudaLayout, Iq2xxsGridHasThreeMagnitudes) {
 // a sign / scale word per sub-block.
 TEST(CudaLayout, Iq3xxsRegroupedOneToOne) {
   for (int bit = 0; bit < 96 * 8; ++bit) {
-    uint8_t file_qs[96] = {}, body[96];
-    file_qs[bit / 8] = static_cast<uint8_t>(1u << (bit % 8));
-    regroup_iq3xxs(file_qs, body);
-    int set = 0, at = -1;
-    for (int i = 0; i < 96 * 8; ++i)
-      if ((body[i / 8] >> (i % 8)) & 1) ++set, at = i;
-    ASSERT_EQ(set, 1) << "file bit " << bit;
+    int at = -1;
+    ASSERT_EQ(regrouped_bits(regroup_iq3xxs, 96, bit, &at), 1) << "file bit " << bit;
     int want;
     if (bit < 64 * 8) {  // index byte j = bit / 8 of sub-block j / 8, group (j % 8) / 2
       const int j = bit / 8, s = j / 8, l = (j % 8) / 2;
