@@ -37,9 +37,7 @@ struct IqTables {
   const uint64_t* iq2xxs_grid;  // [256], byte j = magnitude of weight j
   const uint32_t* iq3xxs_grid;  // [256]
   const int8_t* iq4nl_values;   // [16]
-  // The tensor-core decoders' (tc_gemv.cuh): [256] IQ2_XXS grid entry i's magnitudes 8, 25, 43
-  // as codes 0, 1, 2 in nibble j; [128] ksigns(i)'s bit j at bit 4j + 2; [128] ksigns(i)'s bit j
-  // as byte j (x: j < 4, y: j >= 4) = 0xFF.
+  // The tensor-core decoders' (tc_gemv.cuh; layout.h, TcIqTables).
   const uint32_t* iq2xxs_codes = nullptr;
   const uint32_t* iq2xxs_sign_nibbles = nullptr;
   const uint2* sign_bytes = nullptr;

@@ -18,6 +18,9 @@ struct DeviceTables {
   const uint64_t* iq2xxs_grid = nullptr;
   const uint32_t* iq3xxs_grid = nullptr;
   const int8_t* iq4nl_values = nullptr;
+  const uint32_t* iq2xxs_codes = nullptr;  // the tensor-core decoders' (layout.h, TcIqTables)
+  const uint32_t* iq2xxs_sign_nibbles = nullptr;
+  const uint2* sign_bytes = nullptr;
 };
 const DeviceTables& device_tables();  // for the current device
 

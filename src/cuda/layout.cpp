@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "quant/iq_tables.h"
+
 namespace rl::cuda {
 
 using gguf::TensorType;
@@ -72,6 +74,23 @@ void regroup_iq3xxs(const uint8_t* file_qs, uint8_t* body) {
     }
     sign_part(aux, l, body + 64 + 8 * l);
   }
+}
+
+TcIqTables tc_iq_tables() {
+  namespace qt = quant::tables;
+  TcIqTables t{};
+  for (size_t i = 0; i < t.iq2xxs_codes.size(); ++i)
+    for (int j = 0; j < 8; ++j) {
+      const uint64_t m = (qt::iq2xxs_grid[i] >> (8 * j)) & 0xff;
+      t.iq2xxs_codes[i] |= (m == 8 ? 0u : m == 25 ? 1u : 2u) << (4 * j);
+    }
+  for (size_t i = 0; i < t.sign_bytes.size(); ++i)
+    for (int j = 0; j < 8; ++j)
+      if ((qt::ksigns_iq2xs[i] >> j) & 1) {
+        t.iq2xxs_sign_nibbles[i] |= 4u << (4 * j);
+        t.sign_bytes[i] |= uint64_t{0xff} << (8 * j);
+      }
+  return t;
 }
 
 void split_blocks(const BlockLayout& layout, const uint8_t* src, int64_t n_blocks, uint8_t* body,

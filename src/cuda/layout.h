@@ -8,6 +8,7 @@
 // Two types' bodies are also reordered, IQ2_XXS's and IQ3_XXS's (regroup_iq2xxs, regroup_iq3xxs),
 // so that each lane of a tensor-core item loads one quarter of it.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <optional>
 
@@ -42,6 +43,18 @@ void regroup_iq2xxs(const uint8_t* file_qs, uint8_t* body);
 // its sign fields and scale, as IQ2_XXS's. Quarter l: bytes 16l .. 16l + 15 the two indices of
 // group l of each sub-block (s at 2s, 2s + 1), and bytes 64 + 8l .. 64 + 8l + 7 its sign part.
 void regroup_iq3xxs(const uint8_t* file_qs, uint8_t* body);
+
+// The lookup tables of the tensor-core IQ decoders (tc_gemv.cuh), built here once and uploaded
+// with the grids (device_tables). IQ2_XXS's grid holds only the magnitudes 8, 25 and 43, so a
+// byte permute from {8, 25, 43, 0} and their negatives yields its signed weights: the selector of
+// weight j is nibble j of codes[grid index] | sign_nibbles[sign field]. IQ3_XXS's weights are
+// (g ^ m) + (m & 1) per byte, with m = 0xFF where negative: byte j of sign_bytes[sign field].
+struct TcIqTables {
+  std::array<uint32_t, 256> iq2xxs_codes;         // nibble j: 0, 1, 2 for 8, 25, 43
+  std::array<uint32_t, 128> iq2xxs_sign_nibbles;  // nibble j: 4 where weight j is negative
+  std::array<uint64_t, 128> sign_bytes;           // byte j: 0xFF where weight j is negative
+};
+TcIqTables tc_iq_tables();
 
 // Splits n_blocks consecutive file blocks into n_blocks bodies and n_blocks tails.
 void split_blocks(const BlockLayout& layout, const uint8_t* src, int64_t n_blocks, uint8_t* body,

@@ -2,13 +2,16 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstring>
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "cuda/buffer.h"
 #include "cuda/check.h"
 #include "cuda/gemv_core.cuh"
 #include "cuda/launch.cuh"
+#include "cuda/layout.h"
 #include "quant/iq_tables.h"
 
 namespace rl::cuda {
@@ -100,17 +103,33 @@ const DeviceTables& device_tables() {
   auto it = per_device.find(dev);
   if (it != per_device.end()) return it->second.second;
   namespace qt = quant::tables;
-  const size_t b2 = sizeof(qt::iq2xxs_grid), b3 = sizeof(qt::iq3xxs_grid),
-               b4 = sizeof(qt::kvalues_iq4nl);
-  DeviceBuffer buf(b2 + b3 + b4);
+  const TcIqTables tc = tc_iq_tables();
+  // Each table at an 8-byte aligned offset of one buffer.
+  const std::pair<const void*, size_t> tables[] = {
+      {qt::iq2xxs_grid.data(), sizeof(qt::iq2xxs_grid)},
+      {qt::iq3xxs_grid.data(), sizeof(qt::iq3xxs_grid)},
+      {qt::kvalues_iq4nl.data(), sizeof(qt::kvalues_iq4nl)},
+      {tc.iq2xxs_codes.data(), sizeof(tc.iq2xxs_codes)},
+      {tc.iq2xxs_sign_nibbles.data(), sizeof(tc.iq2xxs_sign_nibbles)},
+      {tc.sign_bytes.data(), sizeof(tc.sign_bytes)}};
+  size_t at[std::size(tables)], total = 0;
+  for (size_t i = 0; i < std::size(tables); ++i) {
+    at[i] = total;
+    total += (tables[i].second + 7) / 8 * 8;
+  }
+  std::vector<uint8_t> host(total, 0);
+  for (size_t i = 0; i < std::size(tables); ++i)
+    std::memcpy(host.data() + at[i], tables[i].first, tables[i].second);
+  DeviceBuffer buf(host.size());
   auto* base = buf.as<uint8_t>();
-  RL_CUDA(cudaMemcpy(base, qt::iq2xxs_grid.data(), b2, cudaMemcpyHostToDevice));
-  RL_CUDA(cudaMemcpy(base + b2, qt::iq3xxs_grid.data(), b3, cudaMemcpyHostToDevice));
-  RL_CUDA(cudaMemcpy(base + b2 + b3, qt::kvalues_iq4nl.data(), b4, cudaMemcpyHostToDevice));
+  RL_CUDA(cudaMemcpy(base, host.data(), host.size(), cudaMemcpyHostToDevice));
   DeviceTables t;
-  t.iq2xxs_grid = reinterpret_cast<const uint64_t*>(base);
-  t.iq3xxs_grid = reinterpret_cast<const uint32_t*>(base + b2);
-  t.iq4nl_values = reinterpret_cast<const int8_t*>(base + b2 + b3);
+  t.iq2xxs_grid = reinterpret_cast<const uint64_t*>(base + at[0]);
+  t.iq3xxs_grid = reinterpret_cast<const uint32_t*>(base + at[1]);
+  t.iq4nl_values = reinterpret_cast<const int8_t*>(base + at[2]);
+  t.iq2xxs_codes = reinterpret_cast<const uint32_t*>(base + at[3]);
+  t.iq2xxs_sign_nibbles = reinterpret_cast<const uint32_t*>(base + at[4]);
+  t.sign_bytes = reinterpret_cast<const uint2*>(base + at[5]);
   return per_device.emplace(dev, std::make_pair(std::move(buf), t)).first->second.second;
 }
 

@@ -225,7 +225,7 @@ __device__ __forceinline__ void iq_item(const uint2* xb, int lane, float f, Scal
 // magnitudes are 8, 25 and 43 only, so a weight is one of six signed bytes, and one byte permute
 // picks four of them from a pair of registers holding {8, 25, 43, 0} and their negatives: its
 // selector nibbles are the magnitude's code (0-2) with the sign in bit 2, an entry of the codes
-// table (stage_tables) or'ed with an entry of the sign table. The scales (byte 15 of each
+// table or'ed with an entry of the sign table (layout.h, TcIqTables). The scales (byte 15 of each
 // quarter) are gathered from the quad's lanes.
 template <>
 struct Tc<TensorType::IQ2_XXS> {
@@ -266,7 +266,7 @@ struct Tc<TensorType::IQ2_XXS> {
 // IQ3_XXS: regrouped like IQ2_XXS (layout.h, regroup_iq3xxs): lane t loads quarter t's 16 bytes
 // of grid indices and its 8-byte sign part per row. A group is two grid entries (4 magnitudes of
 // 4 to 62 each); the signs apply bytewise as (g ^ x) + (x & 1) with x = 0xFF where negative, from
-// a table of byte masks (stage_tables): no byte carries into the next, since g > 0.
+// a table of byte masks (TcIqTables): no byte carries into the next, since g > 0.
 template <>
 struct Tc<TensorType::IQ3_XXS> {
   static constexpr bool kSubSums = false;
@@ -311,31 +311,15 @@ constexpr bool supported() {
          T == TensorType::IQ3_XXS;
 }
 
-// The lookup tables the tensor-core decoder of T reads, in shared memory (the caller synchronises
-// before use): IQ2_XXS's grid as magnitude codes and its sign bits as selector bits, IQ3_XXS's
-// grid and its sign bits as byte masks, all built here (from the grids and ksigns).
+// The lookup tables the tensor-core decoder of T reads (layout.h, TcIqTables), copied into
+// shared memory; the caller synchronises before use.
 template <TensorType T>
 __device__ fmt::IqTables stage_tables(const DeviceTables& g) {
   fmt::IqTables t{nullptr, nullptr, nullptr};
   if constexpr (T == TensorType::IQ2_XXS) {
     __shared__ uint32_t codes[256], sign_nibbles[128];
-    for (int i = threadIdx.x; i < 256; i += blockDim.x) {
-      const uint64_t entry = g.iq2xxs_grid[i];
-      uint32_t c = 0;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {  // byte j: 8, 25 or 43
-        const uint32_t m = (entry >> (8 * j)) & 0xffu;
-        c |= (m == 8 ? 0u : m == 25 ? 1u : 2u) << (4 * j);
-      }
-      codes[i] = c;
-    }
-    for (int i = threadIdx.x; i < 128; i += blockDim.x) {
-      const uint32_t s = fmt::ksigns(i);
-      uint32_t n = 0;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) n |= ((s >> j) & 1u) << (4 * j + 2);
-      sign_nibbles[i] = n;
-    }
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) codes[i] = g.iq2xxs_codes[i];
+    for (int i = threadIdx.x; i < 128; i += blockDim.x) sign_nibbles[i] = g.iq2xxs_sign_nibbles[i];
     t.iq2xxs_codes = codes;
     t.iq2xxs_sign_nibbles = sign_nibbles;
   }
@@ -343,13 +327,7 @@ __device__ fmt::IqTables stage_tables(const DeviceTables& g) {
     __shared__ uint32_t grid[256];
     __shared__ uint2 sign_bytes[128];
     for (int i = threadIdx.x; i < 256; i += blockDim.x) grid[i] = g.iq3xxs_grid[i];
-    for (int i = threadIdx.x; i < 128; i += blockDim.x) {
-      const uint32_t s = fmt::ksigns(i);
-      uint32_t x[2] = {0u, 0u};
-#pragma unroll
-      for (int j = 0; j < 8; ++j) x[j / 4] |= ((s >> j) & 1u) * (0xFFu << (8 * (j % 4)));
-      sign_bytes[i] = make_uint2(x[0], x[1]);
-    }
+    for (int i = threadIdx.x; i < 128; i += blockDim.x) sign_bytes[i] = g.sign_bytes[i];
     t.iq3xxs_grid = grid;
     t.sign_bytes = sign_bytes;
   }

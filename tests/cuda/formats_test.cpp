@@ -136,6 +136,58 @@ TEST(CudaLayout, Iq3xxsGridBytesArePositiveInt8) {
     }
 }
 
+// PTX prmt (__byte_perm) in its default mode, as the PTX ISA defines it: result byte k is byte
+// (nibble k of s) & 7 of the eight bytes y:x.
+uint32_t byte_perm(uint32_t x, uint32_t y, uint32_t s) {
+  const uint64_t bytes = (uint64_t{y} << 32) | x;
+  uint32_t r = 0;
+  for (int k = 0; k < 4; ++k)
+    r |= static_cast<uint32_t>((bytes >> (8 * ((s >> (4 * k)) & 7))) & 0xff) << (8 * k);
+  return r;
+}
+
+// Weight j of a grid entry with sign field k, by ggml's definition: the grid byte, negated where
+// bit j of ksigns_iq2xs[k] is set.
+int signed_weight(uint64_t grid_entry, int k, int j) {
+  const int m = static_cast<int>((grid_entry >> (8 * j)) & 0xff);
+  return (quant::tables::ksigns_iq2xs[k] >> j) & 1 ? -m : m;
+}
+
+// The tensor-core IQ2_XXS decoder's byte permute gives every signed weight of every (grid entry,
+// sign field) pair.
+TEST(CudaLayout, Iq2xxsPermuteTablesGiveSignedWeights) {
+  const TcIqTables t = tc_iq_tables();
+  const uint32_t magnitudes = 0x002B1908u, negated = 0x00D5E7F8u;  // as in tc_gemv.cuh
+  for (int i = 0; i < 256; ++i)
+    for (int k = 0; k < 128; ++k) {
+      const uint32_t select = t.iq2xxs_codes[i] | t.iq2xxs_sign_nibbles[k];
+      const uint32_t w[2] = {byte_perm(magnitudes, negated, select),
+                             byte_perm(magnitudes, negated, select >> 16)};
+      for (int j = 0; j < 8; ++j)
+        ASSERT_EQ(static_cast<int8_t>(w[j / 4] >> (8 * (j % 4))),
+                  signed_weight(quant::tables::iq2xxs_grid[i], k, j))
+            << "entry " << i << " signs " << k << " weight " << j;
+    }
+}
+
+// IQ3_XXS's bytewise (g ^ m) + (m & 1) with the sign-byte masks, likewise: two grid entries per
+// 8-weight group, the first with the masks' low word.
+TEST(CudaLayout, Iq3xxsSignMasksGiveSignedWeights) {
+  const TcIqTables t = tc_iq_tables();
+  for (int i = 0; i < 256; ++i)
+    for (int k = 0; k < 128; ++k)
+      for (int half = 0; half < 2; ++half) {
+        const uint32_t g = quant::tables::iq3xxs_grid[i];
+        const uint32_t m = static_cast<uint32_t>(t.sign_bytes[k] >> (32 * half));
+        const uint32_t w = (g ^ m) + (m & 0x01010101u);
+        for (int j = 0; j < 4; ++j) {
+          const int want = signed_weight(uint64_t{g} << (32 * half), k, 4 * half + j);
+          ASSERT_EQ(static_cast<int8_t>(w >> (8 * j)), want)
+              << "entry " << i << " signs " << k << " weight " << 4 * half + j;
+        }
+      }
+}
+
 TEST(CudaLayout, SplitKeepsEveryByte) {
   // Body + tail sizes add up to the block, and split_blocks moves the scale bytes to the tail
   // (the IQ2_XXS and IQ3_XXS bodies regrouped as tested above).
