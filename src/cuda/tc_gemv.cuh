@@ -404,16 +404,25 @@ __device__ __forceinline__ void write_digits(const float (&v)[8], int kb, int la
   if (lane == 0)
     st.inv_scale[kb] = finite ? __int_as_float((e - 30 + 127) << 23) : __int_as_float(0x7fc00000);
   const float scale = __int_as_float((30 - e + 127) << 23);  // powers of two: exact
-  uint32_t digit[kDigits][2] = {};                           // [d0 .. d3][values 0-3 / 4-7]
+  // Byte i of w[j] is value j's digit d(3 - i): q + 0x808080 makes the three low digits offset
+  // binary, and flipping their top bits makes them two's complement (the top byte is d0 as it is).
+  uint32_t w[8];
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
-    int q = finite ? __float2int_rn(v[j] * scale) : 0;  // |q| <= 2^30
+    const int q = finite ? __float2int_rn(v[j] * scale) : 0;  // |q| <= 2^30, so |d0| <= 64
+    w[j] = static_cast<uint32_t>(q + 0x808080) ^ 0x808080u;
+  }
+  // A 4 x 4 byte transpose per half: digit[c][h] holds digit d(c) of values 4h .. 4h + 3.
+  uint32_t digit[kDigits][2];
 #pragma unroll
-    for (int c = kDigits - 1; c >= 0; --c) {  // signed digits from the lowest: |d0| <= 64
-      const int d = c ? static_cast<int8_t>(q & 0xff) : q;
-      q = (q - d) >> 8;
-      digit[c][j >> 2] |= (static_cast<uint32_t>(d) & 0xffu) << (8 * (j & 3));
-    }
+  for (int h = 0; h < 2; ++h) {
+    const uint32_t* x = w + 4 * h;
+    const uint32_t ab_lo = __byte_perm(x[0], x[1], 0x5140), ab_hi = __byte_perm(x[0], x[1], 0x7362);
+    const uint32_t cd_lo = __byte_perm(x[2], x[3], 0x5140), cd_hi = __byte_perm(x[2], x[3], 0x7362);
+    digit[3][h] = __byte_perm(ab_lo, cd_lo, 0x5410);
+    digit[2][h] = __byte_perm(ab_lo, cd_lo, 0x7632);
+    digit[1][h] = __byte_perm(ab_hi, cd_hi, 0x5410);
+    digit[0][h] = __byte_perm(ab_hi, cd_hi, 0x7632);
   }
   uint2* frag = st.xb + (kb * kSteps + lane / 4) * kFragLanes + (lane & 3);
 #pragma unroll
