@@ -1,5 +1,6 @@
 // Matrix-vector products on the tensor cores for the formats that carry most decode bytes
-// (Q4_K / Q5_K projections and experts, IQ2_XXS / IQ3_XXS experts). Internal; .cu only.
+// (Q4_K / Q5_K projections and experts; IQ2_XXS, IQ3_XXS, Q2_K and Q3_K experts). Internal; .cu
+// only.
 //
 // Why. The float decoders (formats.cuh) spend ~15 instructions per weight (Nsight Compute: the
 // Q4_K projections issue 12M warp instructions for 25M weights); with a few warps per scheduler
@@ -9,16 +10,16 @@
 // three), and one mma does 512 multiply-adds. Only where the shape fills the GPU (usable()
 // below); the other formats and shapes keep the float decoders.
 //
-// Exactness. Weights: Q4_K / Q5_K q ≤ 31, IQ2_XXS / IQ3_XXS grid·sign with |.| ≤ 62, exact in
-// int8. Input: each 256-value block is scaled by a power of two so that its largest magnitude
-// lies in [2^29, 2^30) and rounded to an integer v: exact for every value of at least 2^-6 of the
-// largest (scaled, its float has no fraction bits), off by at most 2^-30 of the largest for the
-// smaller ones. v is written as four signed 8-bit digits, v = 2^24 d0 + 2^16 d1 + 2^8 d2 + d3.
-// The mma (s8 × s8 → s32) is exact; a k-step is one 32-value sub-block, whose integer scale
-// multiplies the step's int32 sums, still exact (|sum| < 2^27 over a block: 8 steps × 32 × 128 ×
-// 31 · 63, the largest weight times its scale). The block's float factors (d, dmin, the IQ
-// formats' d/8 or d/4, the input's power of two) are applied once per block; the self-test
-// checks every GEMV against float64.
+// Exactness. Weights: Q4_K / Q5_K q ≤ 31, IQ2_XXS / IQ3_XXS grid·sign with |.| ≤ 62, Q2_K
+// 0 ≤ q ≤ 3, Q3_K -4 ≤ q ≤ 3, exact in int8. Input: each 256-value block is scaled by a power of
+// two so that its largest magnitude lies in [2^29, 2^30) and rounded to an integer v: exact for
+// every value of at least 2^-6 of the largest (scaled, its float has no fraction bits), off by at
+// most 2^-30 of the largest for the smaller ones. v is written as four signed 8-bit digits, v =
+// 2^24 d0 + 2^16 d1 + 2^8 d2 + d3. The mma (s8 × s8 → s32) is exact; a k-step is one 32-value
+// sub-block, whose integer scale multiplies the step's int32 sums, still exact (|sum| < 2^27 over a
+// block: 8 steps × 32 × 128 × 31 · 63, the largest weight times its scale). The block's float
+// factors (d, dmin, the IQ formats' d/8 or d/4, the input's power of two) are applied once per
+// block; the self-test checks every GEMV against float64.
 //
 // Layout of the work. A warp item is a tile of 16 rows × one 256-value block ("kb"). K-step s
 // (of 8) is sub-block s, values 32s .. 32s + 31: lane 4g + t supplies rows g and g + 8 at the
@@ -26,6 +27,9 @@
 // 8t + 7, as the fragment's k = 4t .. 4t + 3 and 16 + 4t .. 16 + 4t + 3). B's columns 0-3 are
 // the input's digits d0 .. d3 (lanes 4c .. 4c + 3 supply column c), columns 4-7 are zero (room
 // for a batch of tokens later). The lane then holds the sums of columns 2t and 2t + 1.
+// Q2_K and Q3_K have a scale per 16 values, two per k-step: for them B is split in halves
+// (kHalves), columns 0-3 the digits of the step's first 16 values (those of lanes t = 0, 1) and
+// columns 4-7 of its last 16 (t = 2, 3), so that lane t's sums are of its own group only.
 #pragma once
 #include <cuda_fp16.h>
 
@@ -55,9 +59,13 @@ __device__ __forceinline__ void mma(int (&d)[4], uint32_t a0, uint32_t a1, uint3
 }
 
 // The digit weights of this lane's two sum columns (2t, 2t + 1): 2^24 and 2^16 for lane t = 0,
-// 2^8 and 1 for lane t = 1, and any value for t = 2, 3 (columns 4-7 are zero).
+// 2^8 and 1 for t = 1, and with kHalves the same again for t = 2, 3 (without, their columns are
+// zero and any weight does; t == 0 rather than t & 1 there keeps the IQ3_XXS gate/up from
+// spilling).
+template <bool kHalves>
 __device__ __forceinline__ float2 digit_weights(int t) {
-  return t == 0 ? make_float2(16777216.f, 65536.f) : make_float2(256.f, 1.f);
+  return (kHalves ? (t & 1) == 0 : t == 0) ? make_float2(16777216.f, 65536.f)
+                                           : make_float2(256.f, 1.f);
 }
 
 // Byte k of w, as an integer.
@@ -75,22 +83,26 @@ __device__ __forceinline__ void step(int (&acc)[4], const uint32_t (&a)[2][2], u
 }
 
 // The item's two row sums (rows g, g + 8) in units of the block's scales, from the lane's int32
-// sums: only lanes t = 0, 1 hold non-zero columns.
+// sums.
+template <bool kHalves = false>
 __device__ __forceinline__ float2 row_sums(const int (&acc)[4], int t) {
-  const float2 w = digit_weights(t);
+  const float2 w = digit_weights<kHalves>(t);
   return make_float2(fmaf(static_cast<float>(acc[1]), w.y, static_cast<float>(acc[0]) * w.x),
                      fmaf(static_cast<float>(acc[3]), w.y, static_cast<float>(acc[2]) * w.x));
 }
 
 // The item's k-steps over M matrices: per matrix, row and step A's two words from
-// group(m, r, s, a), the step's sums times scale(m, r, s) (the sub-block's integer scale) into acc.
-template <int M, class Group, class Scale>
+// group(m, r, s, a), the step's sums times scale(m, r, s) (the integer scale of the sub-block, or
+// with kHalves of the lane's 16 values) into acc.
+template <int M, bool kHalves, class Group, class Scale>
 __device__ __forceinline__ void k_steps(const uint2* xb, int lane, Group&& group, Scale&& scale,
                                         int (&acc)[M][4]) {
-  const bool feeds_b = lane < kFragLanes;
+  // Lane 4c + t supplies column c from the fragment staged for lane (4c + t) % 16.
+  const bool feeds_b = kHalves ? (lane < kFragLanes) == ((lane & 3) < 2) : lane < kFragLanes;
 #pragma unroll
   for (int s = 0; s < kSteps; ++s) {
-    const uint2 b = feeds_b ? xb[s * kFragLanes + lane] : make_uint2(0u, 0u);
+    const uint2 b = feeds_b ? xb[s * kFragLanes + (kHalves ? lane & (kFragLanes - 1) : lane)]
+                            : make_uint2(0u, 0u);
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       uint32_t a[2][2];  // [row][values 0-3 / 4-7]
@@ -111,7 +123,7 @@ struct Tc;
 // bytes 8t .. 8t + 7. The scales and mins are 6-bit (12 bytes, ggml's get_scale_min_k4).
 template <bool kFifthBit>
 struct TcK {
-  static constexpr bool kSubSums = true;  // needs the input's sums per 32 values (the mins)
+  static constexpr int kSumValues = 32;  // the input's sums per 32 values (for the mins)
   static constexpr int kQsOffset = kFifthBit ? 48 : 16;  // after d, dmin, scales (and qh)
   struct Raw {
     uint4 head[2];  // d, dmin, scales of rows g and g+8
@@ -154,7 +166,7 @@ struct TcK {
       }
     }
     int acc[M][4] = {};
-    k_steps<M>(
+    k_steps<M, false>(
         xb, lane,
         [&](int m, int r, int s, uint32_t(&a)[2]) {
           const uint2 q = raw[m].q[r][s >> 1];
@@ -211,7 +223,7 @@ __device__ __forceinline__ void iq_item(const uint2* xb, int lane, float f, Scal
 #pragma unroll
   for (int m = 0; m < M; ++m) sub_block_scales(scale_pair(m, 0), scale_pair(m, 1), t, sc[m]);
   int acc[M][4] = {};
-  k_steps<M>(
+  k_steps<M, false>(
       xb, lane, group, [&](int m, int r, int s) { return byte_at(sc[m][r][s & 1], s >> 1); }, acc);
 #pragma unroll
   for (int m = 0; m < M; ++m) {
@@ -229,7 +241,7 @@ __device__ __forceinline__ void iq_item(const uint2* xb, int lane, float f, Scal
 // quarter) are gathered from the quad's lanes.
 template <>
 struct Tc<TensorType::IQ2_XXS> {
-  static constexpr bool kSubSums = false;
+  static constexpr int kSumValues = 0;
   struct Raw {
     uint4 v[2];  // quarter t of rows g and g+8
     uint32_t d[2];
@@ -269,7 +281,7 @@ struct Tc<TensorType::IQ2_XXS> {
 // a table of byte masks (TcIqTables): no byte carries into the next, since g > 0.
 template <>
 struct Tc<TensorType::IQ3_XXS> {
-  static constexpr bool kSubSums = false;
+  static constexpr int kSumValues = 0;
   struct Raw {
     uint4 index[2];  // quarter t's grid indices of rows g and g+8
     uint2 sign[2];   // its sign part
@@ -305,10 +317,154 @@ struct Tc<TensorType::IQ3_XXS> {
   }
 };
 
+// Q2_K and Q3_K: sub-block s = 4h + j is bits 2j, 2j + 1 of qs bytes 32h .. 32h + 31 (half h), so
+// lane t loads qs bytes 32h + 8t .. + 7 of both halves; its values of every step lie in the
+// 16-value group 2s + t / 2 (kHalves). own_groups: from the bytes of the 8 groups of sub-blocks
+// 4w .. 4w + 3 (lo: groups 8w .. 8w + 3, hi: the next 4), lane t's group of sub-block 4w + k at
+// byte k.
+__device__ __forceinline__ uint32_t own_groups(uint32_t lo, uint32_t hi, int t) {
+  return __byte_perm(lo, hi, t & 2 ? 0x7531 : 0x6420);
+}
+
+// Q2_K (ggml): w = d · sc · q - dmin · m per group, sc and m the low and high nibbles of the
+// group's byte; the mins' part is dmin · Σ m · (the group's input sum).
+template <>
+struct Tc<TensorType::Q2_K> {
+  static constexpr int kSumValues = 16;
+  struct Raw {
+    uint4 scales[2];  // rows g and g+8: byte k = group k's scale and min
+    uint2 q[2][2];    // [row][half]: the lane's 8 qs bytes
+    uint32_t dd[2];   // d, dmin
+  };
+  __device__ static Raw load(const uint8_t* const (&blk)[2], const uint8_t* const (&tail)[2],
+                             int t) {
+    Raw raw;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      raw.scales[r] = fmt::load16(blk[r]);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) raw.q[r][h] = fmt::load8(blk[r] + 16 + 32 * h + 8 * t);
+      raw.dd[r] = fmt::load4(tail[r]);
+    }
+    return raw;
+  }
+  template <int M>
+  __device__ static void dot(const Raw (&raw)[M], const uint2* xb, float inv_scale,
+                             const float* xsum, int lane, const fmt::IqTables&, float2 (&out)[M]) {
+    const int t = lane & 3;
+    uint32_t sc[M][2][2];  // [m][row][sub-blocks 0-3 / 4-7]: the lane's group bytes
+    float min_term[M][2];  // the mins of its groups at sub-blocks s = t (mod 2): each group once
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const uint4& b = raw[m].scales[r];
+        sc[m][r][0] = own_groups(b.x, b.y, t);
+        sc[m][r][1] = own_groups(b.z, b.w, t);
+        float sum = 0.f;
+#pragma unroll
+        for (int s = 0; s < kSteps; ++s)
+          if ((s & 1) == (t & 1))
+            sum += static_cast<float>(byte_at(sc[m][r][s >> 2], s & 3) >> 4) * xsum[2 * s + t / 2];
+        min_term[m][r] = fmt::f16(raw[m].dd[r] >> 16) * sum;
+      }
+    }
+    int acc[M][4] = {};
+    k_steps<M, true>(
+        xb, lane,
+        [&](int m, int r, int s, uint32_t(&a)[2]) {
+          const uint2 q = raw[m].q[r][s >> 2];
+          const int shift = 2 * (s & 3);
+          a[0] = (q.x >> shift) & 0x03030303u;
+          a[1] = (q.y >> shift) & 0x03030303u;
+        },
+        [&](int m, int r, int s) { return byte_at(sc[m][r][s >> 2], s & 3) & 15; }, acc);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const float2 v = row_sums<true>(acc[m], t);
+      const float d0 = fmt::f16(raw[m].dd[0]), d1 = fmt::f16(raw[m].dd[1]);
+      out[m] =
+          make_float2(d0 * inv_scale * v.x - min_term[m][0], d1 * inv_scale * v.y - min_term[m][1]);
+    }
+  }
+};
+
+// Q3_K (ggml): w = d · (sc - 32) · q with sc 6-bit (12 bytes, as dequantize_row_q3_K unpacks
+// them) and q = low2 - 4 where bit s of hmask byte l (sub-block s, value l) is clear: the byte
+// low2 | 0xFC then. The body is only 4-byte aligned (108 bytes): 4-byte loads.
+template <>
+struct Tc<TensorType::Q3_K> {
+  static constexpr int kSumValues = 0;
+  struct Raw {
+    uint32_t hm[2][2];      // [row]: the lane's 8 hmask bytes
+    uint32_t q[2][2][2];    // [row][half]: the lane's 8 qs bytes
+    uint32_t scales[2][3];  // [row]: the 12 scale bytes
+    uint32_t d[2];
+  };
+  __device__ static Raw load(const uint8_t* const (&blk)[2], const uint8_t* const (&tail)[2],
+                             int t) {
+    Raw raw;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        raw.hm[r][i] = fmt::load4(blk[r] + 8 * t + 4 * i);
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          raw.q[r][h][i] = fmt::load4(blk[r] + 32 + 32 * h + 8 * t + 4 * i);
+      }
+#pragma unroll
+      for (int i = 0; i < 3; ++i) raw.scales[r][i] = fmt::load4(blk[r] + 96 + 4 * i);
+      raw.d[r] = fmt::load2(tail[r]);
+    }
+    return raw;
+  }
+  template <int M>
+  __device__ static void dot(const Raw (&raw)[M], const uint2* xb, float inv_scale, const float*,
+                             int lane, const fmt::IqTables&, float2 (&out)[M]) {
+    const int t = lane & 3;
+    constexpr uint32_t kmask1 = 0x03030303u, kmask2 = 0x0f0f0f0fu;
+    uint32_t sc[M][2][2];  // [m][row][sub-blocks 0-3 / 4-7]: the lane's group bytes (+ 32)
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const uint32_t a0 = raw[m].scales[r][0], a1 = raw[m].scales[r][1],
+                       tmp = raw[m].scales[r][2];
+        const uint32_t g0 = (a0 & kmask2) | ((tmp & kmask1) << 4);  // groups 0-3
+        const uint32_t g1 = (a1 & kmask2) | (((tmp >> 2) & kmask1) << 4);
+        const uint32_t g2 = ((a0 >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
+        const uint32_t g3 = ((a1 >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
+        sc[m][r][0] = own_groups(g0, g1, t);
+        sc[m][r][1] = own_groups(g2, g3, t);
+      }
+    }
+    int acc[M][4] = {};
+    k_steps<M, true>(
+        xb, lane,
+        [&](int m, int r, int s, uint32_t(&a)[2]) {
+          const int shift = 2 * (s & 3);
+#pragma unroll
+          for (int i = 0; i < 2; ++i) {
+            const uint32_t low2 = (raw[m].q[r][s >> 2][i] >> shift) & kmask1;
+            const uint32_t clear = ((raw[m].hm[r][i] >> s) & 0x01010101u) ^ 0x01010101u;
+            a[i] = low2 | clear * 0xFCu;
+          }
+        },
+        [&](int m, int r, int s) { return byte_at(sc[m][r][s >> 2], s & 3) - 32; }, acc);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const float2 v = row_sums<true>(acc[m], t);
+      out[m] = make_float2(fmt::f16(raw[m].d[0]) * inv_scale * v.x,
+                           fmt::f16(raw[m].d[1]) * inv_scale * v.y);
+    }
+  }
+};
+
 template <TensorType T>
 constexpr bool supported() {
   return T == TensorType::Q4_K || T == TensorType::Q5_K || T == TensorType::IQ2_XXS ||
-         T == TensorType::IQ3_XXS;
+         T == TensorType::IQ3_XXS || T == TensorType::Q2_K || T == TensorType::Q3_K;
 }
 
 // The lookup tables the tensor-core decoder of T reads (layout.h, TcIqTables), copied into
@@ -340,11 +496,11 @@ __device__ fmt::IqTables stage_tables(const DeviceTables& g) {
 struct Staged {
   uint2* xb;         // [n_kb][kSteps][kFragLanes]: B fragments of lanes 0-15 (digits d0 .. d3)
   float* inv_scale;  // [n_kb]: the inverse of the block's power-of-two scale (NaN: not finite)
-  float* xsum;       // [n_kb * 8]: unscaled sums per 32 values (formats with kSubSums)
+  float* xsum;       // [n_kb][16]: unscaled sums per Tc<T>::kSumValues values (for the mins)
   float* sumsq;      // [n_kb]: sums of squares of x (RmsNorm inputs)
 };
 constexpr size_t staged_bytes(int64_t n) {
-  return static_cast<size_t>(n / kBlock) * (kSteps * kFragLanes * 8 + 4 * 10);
+  return static_cast<size_t>(n / kBlock) * (kSteps * kFragLanes * 8 + 4 * 18);
 }
 __device__ inline Staged carve(void* at, int n) {
   Staged s;
@@ -352,7 +508,7 @@ __device__ inline Staged carve(void* at, int n) {
   s.inv_scale =
       reinterpret_cast<float*>(s.xb + static_cast<int64_t>(n / kBlock) * kSteps * kFragLanes);
   s.xsum = s.inv_scale + n / kBlock;
-  s.sumsq = s.xsum + (n / kBlock) * 8;
+  s.sumsq = s.xsum + (n / kBlock) * 16;
   return s;
 }
 // The item sums that follow the staged input in shared memory.
@@ -380,7 +536,8 @@ inline bool input_supported(GemvIn mode, int group) {
 
 // Block kb's B fragments from its 256 values (lane: values 8 lane .. 8 lane + 7, which are
 // values 8t .. 8t + 7 of sub-block lane / 4, t = lane % 4, the k-step's values of lane t): the
-// block's power-of-two scale, its sums per 32 values and the three digits of each value.
+// block's power-of-two scale, its sums per 32 or 16 values (the mins) and the four digits of each
+// value.
 template <TensorType T>
 __device__ __forceinline__ void write_digits(const float (&v)[8], int kb, int lane,
                                              const Staged& st) {
@@ -390,10 +547,13 @@ __device__ __forceinline__ void write_digits(const float (&v)[8], int kb, int la
   for (int j = 0; j < 8; ++j) mx = fmaxf(mx, fabsf(v[j])), sum += v[j], finite &= isfinite(v[j]);
   mx = warp_max(mx);
   finite = __all_sync(kFullMask, finite);
-  if constexpr (Tc<T>::kSubSums) {  // per 32 values: lanes 4q .. 4q + 3
+  if constexpr (Tc<T>::kSumValues == 32) {  // lanes 4q .. 4q + 3
     sum += __shfl_xor_sync(kFullMask, sum, 1);
     sum += __shfl_xor_sync(kFullMask, sum, 2);
-    if ((lane & 3) == 0) st.xsum[kb * 8 + lane / 4] = sum;
+    if ((lane & 3) == 0) st.xsum[kb * 16 + lane / 4] = sum;
+  } else if constexpr (Tc<T>::kSumValues == 16) {  // lanes 2q, 2q + 1
+    sum += __shfl_xor_sync(kFullMask, sum, 1);
+    if ((lane & 1) == 0) st.xsum[kb * 16 + lane / 2] = sum;
   }
   // max < 2^e; scale so that the largest magnitude lands in [2^29, 2^30). Below 2^-100 the
   // scale stops growing (such values are noise to the sum). A block with an infinity or NaN has
@@ -527,7 +687,7 @@ template <TensorType T, int M>
 __device__ __forceinline__ void item_sums(const typename Tc<T>::Raw (&raw)[M], const Staged& st,
                                           int kb, int lane, const fmt::IqTables& tables,
                                           float2 (&v)[M]) {
-  Tc<T>::template dot<M>(raw, st.xb + kb * kSteps * kFragLanes, st.inv_scale[kb], st.xsum + kb * 8,
+  Tc<T>::template dot<M>(raw, st.xb + kb * kSteps * kFragLanes, st.inv_scale[kb], st.xsum + kb * 16,
                          lane, tables, v);
 #pragma unroll
   for (int m = 0; m < M; ++m) {
