@@ -461,10 +461,79 @@ struct Tc<TensorType::Q3_K> {
   }
 };
 
+// Q6_K (ggml): w = d · sc · (q - 32), sc a signed byte per 16-value group, q = 4 bits of ql and 2
+// of qh. Sub-block s = 4h + j of half h: the low (j < 2) or high nibbles of ql bytes
+// 64h + 32(j & 1) .. + 31 and bits 2j, 2j + 1 of qh bytes 32h .. 32h + 31. The weights enter as
+// q (0 .. 63), and the offset's part is 32 · d · Σ sc · (the group's input sum).
+template <>
+struct Tc<TensorType::Q6_K> {
+  static constexpr int kSumValues = 16;
+  struct Raw {
+    uint2 ql[2][4];     // [row][2h + (j & 1)]: the lane's 8 ql bytes at 64h + 32(j & 1) + 8t
+    uint2 qh[2][2];     // [row][half]: its 8 qh bytes at 32h + 8t
+    uint32_t sc[2][2];  // [row][sub-blocks 0-3 / 4-7]: the lane's group bytes (own_groups)
+    uint32_t d[2];
+  };
+  __device__ static Raw load(const uint8_t* const (&blk)[2], const uint8_t* const (&tail)[2],
+                             int t) {
+    Raw raw;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) raw.ql[r][i] = fmt::load8(blk[r] + 32 * i + 8 * t);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) raw.qh[r][h] = fmt::load8(blk[r] + 128 + 32 * h + 8 * t);
+      const uint4 b = fmt::load16(blk[r] + 192);
+      raw.sc[r][0] = own_groups(b.x, b.y, t);
+      raw.sc[r][1] = own_groups(b.z, b.w, t);
+      raw.d[r] = fmt::load2(tail[r]);
+    }
+    return raw;
+  }
+  template <int M>
+  __device__ static void dot(const Raw (&raw)[M], const uint2* xb, float inv_scale,
+                             const float* xsum, int lane, const fmt::IqTables&, float2 (&out)[M]) {
+    const int t = lane & 3;
+    auto sc = [&](int m, int r, int s) {
+      return static_cast<int>(static_cast<int8_t>(byte_at(raw[m].sc[r][s >> 2], s & 3)));
+    };
+    float offset[M][2];  // the offset's part of the lane's groups at sub-blocks s = t (mod 2)
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float sum = 0.f;
+#pragma unroll
+        for (int s = 0; s < kSteps; ++s)
+          if ((s & 1) == (t & 1)) sum += static_cast<float>(sc(m, r, s)) * xsum[2 * s + t / 2];
+        offset[m][r] = 32.f * fmt::f16(raw[m].d[r]) * sum;
+      }
+    }
+    int acc[M][4] = {};
+    k_steps<M, true>(
+        xb, lane,
+        [&](int m, int r, int s, uint32_t(&a)[2]) {
+          const int h = s >> 2, j = s & 3;
+          const uint2 ql = raw[m].ql[r][2 * h + (j & 1)], qh = raw[m].qh[r][h];
+          const int nibble = 4 * (j >> 1);
+          a[0] = ((ql.x >> nibble) & 0x0F0F0F0Fu) | (((qh.x >> (2 * j)) & 0x03030303u) << 4);
+          a[1] = ((ql.y >> nibble) & 0x0F0F0F0Fu) | (((qh.y >> (2 * j)) & 0x03030303u) << 4);
+        },
+        sc, acc);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const float2 v = row_sums<true>(acc[m], t);
+      out[m] = make_float2(fmt::f16(raw[m].d[0]) * inv_scale * v.x - offset[m][0],
+                           fmt::f16(raw[m].d[1]) * inv_scale * v.y - offset[m][1]);
+    }
+  }
+};
+
 template <TensorType T>
 constexpr bool supported() {
   return T == TensorType::Q4_K || T == TensorType::Q5_K || T == TensorType::IQ2_XXS ||
-         T == TensorType::IQ3_XXS || T == TensorType::Q2_K || T == TensorType::Q3_K;
+         T == TensorType::IQ3_XXS || T == TensorType::Q2_K || T == TensorType::Q3_K ||
+         T == TensorType::Q6_K;
 }
 
 // The lookup tables the tensor-core decoder of T reads (layout.h, TcIqTables), copied into
