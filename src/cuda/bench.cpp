@@ -242,8 +242,11 @@ void bench_decode(const DecodeBenchOptions& o, std::FILE* out) {
   bool header = false;
   for (KvType kv : o.kv_types) {
     for (int64_t P : o.positions) {
+      constexpr int kWarmupSteps = 16;  // graph capture, warm-up, clocks
       engine::SessionOptions so;
-      so.max_context = P + o.tokens + 8;
+      // Room for the warm-up and the timed steps, each from P (fewer timed steps than warm-up
+      // ones, as in --tokens 4, overran a context sized by the timed steps alone).
+      so.max_context = P + std::max(o.tokens, kWarmupSteps) + 8;
       so.kv_type = kv;
       auto session = engine->new_session(so);
       auto* cs = dynamic_cast<CudaSession*>(session.get());
@@ -266,7 +269,7 @@ void bench_decode(const DecodeBenchOptions& o, std::FILE* out) {
         header = true;
       }
       cs->fill_random_state(P, 42);
-      for (int i = 0; i < 16; ++i) cs->decode(token(rng));  // graph capture, warm-up, clocks
+      for (int i = 0; i < kWarmupSteps; ++i) cs->decode(token(rng));
       cs->fill_random_state(P, 42);
       std::vector<double> secs;
       for (int i = 0; i < o.tokens; ++i) {
