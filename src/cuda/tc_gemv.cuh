@@ -327,6 +327,17 @@ __device__ __forceinline__ uint32_t own_groups(uint32_t lo, uint32_t hi, int t) 
   return __byte_perm(lo, hi, t & 2 ? 0x7531 : 0x6420);
 }
 
+// Σ weight(s) · (the input's sum over the lane's group of sub-block s), over the sub-blocks
+// s = t (mod 2): the quad's four lanes then take each of a row's 16 groups once.
+template <class Weight>
+__device__ __forceinline__ float own_group_sums(const float* xsum, int t, Weight&& weight) {
+  float sum = 0.f;
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s)
+    if ((s & 1) == (t & 1)) sum += weight(s) * xsum[2 * s + t / 2];
+  return sum;
+}
+
 // Q2_K (ggml): w = d · sc · q - dmin · m per group, sc and m the low and high nibbles of the
 // group's byte; the mins' part is dmin · Σ m · (the group's input sum).
 template <>
@@ -354,7 +365,7 @@ struct Tc<TensorType::Q2_K> {
                              const float* xsum, int lane, const fmt::IqTables&, float2 (&out)[M]) {
     const int t = lane & 3;
     uint32_t sc[M][2][2];  // [m][row][sub-blocks 0-3 / 4-7]: the lane's group bytes
-    float min_term[M][2];  // the mins of its groups at sub-blocks s = t (mod 2): each group once
+    float min_term[M][2];  // the mins' part of the lane's groups (own_group_sums)
 #pragma unroll
     for (int m = 0; m < M; ++m) {
 #pragma unroll
@@ -362,11 +373,9 @@ struct Tc<TensorType::Q2_K> {
         const uint4& b = raw[m].scales[r];
         sc[m][r][0] = own_groups(b.x, b.y, t);
         sc[m][r][1] = own_groups(b.z, b.w, t);
-        float sum = 0.f;
-#pragma unroll
-        for (int s = 0; s < kSteps; ++s)
-          if ((s & 1) == (t & 1))
-            sum += static_cast<float>(byte_at(sc[m][r][s >> 2], s & 3) >> 4) * xsum[2 * s + t / 2];
+        const float sum = own_group_sums(xsum, t, [&](int s) {
+          return static_cast<float>(byte_at(sc[m][r][s >> 2], s & 3) >> 4);
+        });
         min_term[m][r] = fmt::f16(raw[m].dd[r] >> 16) * sum;
       }
     }
@@ -498,15 +507,13 @@ struct Tc<TensorType::Q6_K> {
     auto sc = [&](int m, int r, int s) {
       return static_cast<int>(static_cast<int8_t>(byte_at(raw[m].sc[r][s >> 2], s & 3)));
     };
-    float offset[M][2];  // the offset's part of the lane's groups at sub-blocks s = t (mod 2)
+    float offset[M][2];  // the offset's part of the lane's groups (own_group_sums)
 #pragma unroll
     for (int m = 0; m < M; ++m) {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        float sum = 0.f;
-#pragma unroll
-        for (int s = 0; s < kSteps; ++s)
-          if ((s & 1) == (t & 1)) sum += static_cast<float>(sc(m, r, s)) * xsum[2 * s + t / 2];
+        const float sum =
+            own_group_sums(xsum, t, [&](int s) { return static_cast<float>(sc(m, r, s)); });
         offset[m][r] = 32.f * fmt::f16(raw[m].d[r]) * sum;
       }
     }
