@@ -13,7 +13,8 @@
 
 namespace rl::cuda {
 
-// The IQ lookup tables in device memory (uploaded once per device from rl::quant::tables).
+// The IQ lookup tables in device memory, uploaded once per device: ggml's (rl::quant::tables)
+// and the tensor-core decoders' built from them (layout.h, tc_iq_tables).
 struct DeviceTables {
   const uint64_t* iq2xxs_grid = nullptr;
   const uint32_t* iq3xxs_grid = nullptr;
