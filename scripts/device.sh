@@ -84,7 +84,7 @@ if want selftest; then
   run selftest 420 $BIN selftest
   grep -E "FAIL|selftest:" "$LOGS/selftest.log" | head -20 | tee -a "$SUMMARY"
   # The float decoders of the formats that default to the tensor cores.
-  for t in q4_K q5_K iq2_xxs iq3_xxs q2_K q3_K q6_K; do
+  for t in q4_K q5_K iq2_xxs iq3_xxs q2_K q3_K q6_K q8_0; do
     run "selftest-float-$t" 300 env RL_CUDA_TC=0 $BIN selftest --filter "$t"
     grep -E "FAIL|selftest:" "$LOGS/selftest-float-$t.log" | head -10 | sed "s/^/RL_CUDA_TC=0 /" |
       tee -a "$SUMMARY"

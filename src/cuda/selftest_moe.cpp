@@ -230,6 +230,7 @@ void test_moe(Reporter& r, uint64_t seed) {
   experts_case(r, TensorType::IQ3_XXS, {6, 0, 2, 7, 5}, false, 8, 2048, 512, seed + 32, true);
   experts_case(r, TensorType::Q2_K, {2, 7, 0, 5}, false, 8, 2048, 512, seed + 33, true);
   experts_case(r, TensorType::Q3_K, {4, 1, 6, 3, 0}, false, 8, 2048, 512, seed + 34, true);
+  experts_case(r, TensorType::Q8_0, {3, 0, 5, 1}, false, 8, 2048, 512, seed + 35, true);
   if (!r.options().quick) {
     experts_case(r, TensorType::IQ3_XXS, {5, 2}, false, 8, 256, 256, seed + 30);
     experts_case(r, TensorType::Q4_K, {3, 0, 2, 1}, false, 4, 2048, 512, seed + 40);

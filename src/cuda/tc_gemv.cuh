@@ -537,11 +537,64 @@ struct Tc<TensorType::Q6_K> {
   }
 };
 
+// Q8_0: eight 32-value blocks per kb, so k-step s is block s and lane t loads its bytes 8t .. 8t
+// + 7 (the weights as they are, int8). Each block's scale is an f16, not an integer: a step's
+// int32 sums (|sum| <= 32 · 127 · 128 < 2^24, exact as floats) are scaled into float sums.
+template <>
+struct Tc<TensorType::Q8_0> {
+  static constexpr int kSumValues = 0;
+  struct Raw {
+    uint2 q[2][kSteps];  // [row][block s]: the lane's 8 bytes at 32s + 8t
+    uint4 d[2];          // [row]: the 8 blocks' scales (f16)
+  };
+  __device__ static Raw load(const uint8_t* const (&blk)[2], const uint8_t* const (&tail)[2],
+                             int t) {
+    Raw raw;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+#pragma unroll
+      for (int s = 0; s < kSteps; ++s) raw.q[r][s] = fmt::load8(blk[r] + 32 * s + 8 * t);
+      raw.d[r] = fmt::load16(tail[r]);
+    }
+    return raw;
+  }
+  template <int M>
+  __device__ static void dot(const Raw (&raw)[M], const uint2* xb, float inv_scale, const float*,
+                             int lane, const fmt::IqTables&, float2 (&out)[M]) {
+    const bool feeds_b = lane < kFragLanes;
+    auto scale = [](const uint4& d, int s) {
+      const uint32_t w = s < 2 ? d.x : s < 4 ? d.y : s < 6 ? d.z : d.w;
+      return fmt::f16(w >> (16 * (s & 1)));
+    };
+    float acc[M][4] = {};
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {
+      const uint2 b = feeds_b ? xb[s * kFragLanes + lane] : make_uint2(0u, 0u);
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        const uint2 q0 = raw[m].q[0][s], q1 = raw[m].q[1][s];
+        int c[4];
+        mma(c, q0.x, q1.x, q0.y, q1.y, b);
+        const float d0 = scale(raw[m].d[0], s), d1 = scale(raw[m].d[1], s);
+        acc[m][0] = fmaf(static_cast<float>(c[0]), d0, acc[m][0]);
+        acc[m][1] = fmaf(static_cast<float>(c[1]), d0, acc[m][1]);
+        acc[m][2] = fmaf(static_cast<float>(c[2]), d1, acc[m][2]);
+        acc[m][3] = fmaf(static_cast<float>(c[3]), d1, acc[m][3]);
+      }
+    }
+    const float2 w = digit_weights<false>(lane & 3);
+#pragma unroll
+    for (int m = 0; m < M; ++m)
+      out[m] = make_float2(inv_scale * fmaf(acc[m][1], w.y, acc[m][0] * w.x),
+                           inv_scale * fmaf(acc[m][3], w.y, acc[m][2] * w.x));
+  }
+};
+
 template <TensorType T>
 constexpr bool supported() {
   return T == TensorType::Q4_K || T == TensorType::Q5_K || T == TensorType::IQ2_XXS ||
          T == TensorType::IQ3_XXS || T == TensorType::Q2_K || T == TensorType::Q3_K ||
-         T == TensorType::Q6_K;
+         T == TensorType::Q6_K || T == TensorType::Q8_0;
 }
 
 // The lookup tables the tensor-core decoder of T reads (layout.h, TcIqTables), copied into
@@ -805,13 +858,14 @@ __device__ __forceinline__ typename Tc<T>::Raw load_item(const Matrix& m, int64_
                                                          const CtaRows& rows, int tile, int kb,
                                                          int lane) {
   using F = fmt::Format<T>;
+  constexpr int kFileBlocks = kBlock / F::kBlockValues;  // Q8_0: 8 blocks per kb, else 1
   const uint8_t *blk[2], *tail[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int64_t row = min(rows.first + tile * kTileRows + (lane >> 2) + 8 * r, rows.end - 1);
     const RowLocator<T> loc = locate_row<T>(m, e, row);
-    blk[r] = loc.body + static_cast<int64_t>(kb) * F::kBodyBytes;
-    tail[r] = loc.tail + static_cast<int64_t>(kb) * F::kTailBytes;
+    blk[r] = loc.body + static_cast<int64_t>(kb) * kFileBlocks * F::kBodyBytes;
+    tail[r] = loc.tail + static_cast<int64_t>(kb) * kFileBlocks * F::kTailBytes;
   }
   return Tc<T>::load(blk, tail, lane & 3);
 }
