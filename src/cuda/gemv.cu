@@ -124,7 +124,7 @@ void launch_shape(const GemvArgs& a, int L, cudaStream_t stream) {
          stream, p);
 }
 
-// ---- On the tensor cores (tc_gemv.cuh): Q2_K to Q6_K, IQ2_XXS and IQ3_XXS. ------------------
+// ---- On the tensor cores (tc_gemv.cuh): Q2_K to Q6_K, Q8_0, IQ2_XXS and IQ3_XXS. ------------
 // A CTA takes rows_per_block rows (whole tiles of 16) with a warp per kb (tc::warps_for); each
 // warp stages its kbs of the input and takes the (tile, kb) items at them, leaving each item's 16
 // sums in shared memory, which are added per row in kb order.
