@@ -35,6 +35,8 @@
 #pragma once
 #include <cuda_fp16.h>
 
+#include <type_traits>
+
 #include "cuda/device.h"
 #include "cuda/device_utils.cuh"
 #include "cuda/formats.cuh"
@@ -75,19 +77,27 @@ __device__ __forceinline__ int byte_at(uint32_t w, int k) {
   return static_cast<int>((w >> (8 * k)) & 0xffu);
 }
 
-// One k-step's sums, scaled by the sub-block scales of rows g (sc0) and g + 8 (sc1), into acc.
-__device__ __forceinline__ void step(int (&acc)[4], const uint32_t (&a)[2][2], uint2 b, int sc0,
-                                     int sc1) {
+// One k-step's sums, scaled by the scales of rows g (sc0) and g + 8 (sc1), into acc: integer
+// scales into int32 sums, or (Q8_0) float scales into float sums.
+template <class Acc>
+__device__ __forceinline__ void step(Acc (&acc)[4], const uint32_t (&a)[2][2], uint2 b, Acc sc0,
+                                     Acc sc1) {
   int c[4];
   mma(c, a[0][0], a[1][0], a[0][1], a[1][1], b);
-  acc[0] += c[0] * sc0, acc[1] += c[1] * sc0;
-  acc[2] += c[2] * sc1, acc[3] += c[3] * sc1;
+  if constexpr (std::is_same_v<Acc, float>) {
+    acc[0] = fmaf(static_cast<float>(c[0]), sc0, acc[0]);
+    acc[1] = fmaf(static_cast<float>(c[1]), sc0, acc[1]);
+    acc[2] = fmaf(static_cast<float>(c[2]), sc1, acc[2]);
+    acc[3] = fmaf(static_cast<float>(c[3]), sc1, acc[3]);
+  } else {
+    acc[0] += c[0] * sc0, acc[1] += c[1] * sc0;
+    acc[2] += c[2] * sc1, acc[3] += c[3] * sc1;
+  }
 }
 
-// The item's two row sums (rows g, g + 8) in units of the block's scales, from the lane's int32
-// sums.
-template <bool kHalves = false>
-__device__ __forceinline__ float2 row_sums(const int (&acc)[4], int t) {
+// The item's two row sums (rows g, g + 8) in units of the block's scales, from the lane's sums.
+template <bool kHalves = false, class Acc>
+__device__ __forceinline__ float2 row_sums(const Acc (&acc)[4], int t) {
   const float2 w = digit_weights<kHalves>(t);
   return make_float2(fmaf(static_cast<float>(acc[1]), w.y, static_cast<float>(acc[0]) * w.x),
                      fmaf(static_cast<float>(acc[3]), w.y, static_cast<float>(acc[2]) * w.x));
@@ -96,9 +106,9 @@ __device__ __forceinline__ float2 row_sums(const int (&acc)[4], int t) {
 // The item's k-steps over M matrices: per matrix, row and step A's two words from
 // group(m, r, s, a), the step's sums times scale(m, r, s) (the integer scale of the sub-block, or
 // with kHalves of the lane's 16 values) into acc.
-template <int M, bool kHalves, class Group, class Scale>
+template <int M, bool kHalves, class Acc, class Group, class Scale>
 __device__ __forceinline__ void k_steps(const uint2* xb, int lane, Group&& group, Scale&& scale,
-                                        int (&acc)[M][4]) {
+                                        Acc (&acc)[M][4]) {
   // Lane 4c + t supplies column c from the fragment staged for lane (4c + t) % 16.
   const bool feeds_b = kHalves ? (lane < kFragLanes) == ((lane & 3) < 2) : lane < kFragLanes;
 #pragma unroll
@@ -562,32 +572,23 @@ struct Tc<TensorType::Q8_0> {
   template <int M>
   __device__ static void dot(const Raw (&raw)[M], const uint2* xb, float inv_scale, const float*,
                              int lane, const fmt::IqTables&, float2 (&out)[M]) {
-    const bool feeds_b = lane < kFragLanes;
     auto scale = [](const uint4& d, int s) {
       const uint32_t w = s < 2 ? d.x : s < 4 ? d.y : s < 6 ? d.z : d.w;
       return fmt::f16(w >> (16 * (s & 1)));
     };
     float acc[M][4] = {};
+    k_steps<M, false>(
+        xb, lane,
+        [&](int m, int r, int s, uint32_t(&a)[2]) {
+          a[0] = raw[m].q[r][s].x;
+          a[1] = raw[m].q[r][s].y;
+        },
+        [&](int m, int r, int s) { return scale(raw[m].d[r], s); }, acc);
 #pragma unroll
-    for (int s = 0; s < kSteps; ++s) {
-      const uint2 b = feeds_b ? xb[s * kFragLanes + lane] : make_uint2(0u, 0u);
-#pragma unroll
-      for (int m = 0; m < M; ++m) {
-        const uint2 q0 = raw[m].q[0][s], q1 = raw[m].q[1][s];
-        int c[4];
-        mma(c, q0.x, q1.x, q0.y, q1.y, b);
-        const float d0 = scale(raw[m].d[0], s), d1 = scale(raw[m].d[1], s);
-        acc[m][0] = fmaf(static_cast<float>(c[0]), d0, acc[m][0]);
-        acc[m][1] = fmaf(static_cast<float>(c[1]), d0, acc[m][1]);
-        acc[m][2] = fmaf(static_cast<float>(c[2]), d1, acc[m][2]);
-        acc[m][3] = fmaf(static_cast<float>(c[3]), d1, acc[m][3]);
-      }
+    for (int m = 0; m < M; ++m) {
+      const float2 v = row_sums(acc[m], lane & 3);
+      out[m] = make_float2(inv_scale * v.x, inv_scale * v.y);
     }
-    const float2 w = digit_weights<false>(lane & 3);
-#pragma unroll
-    for (int m = 0; m < M; ++m)
-      out[m] = make_float2(inv_scale * fmaf(acc[m][1], w.y, acc[m][0] * w.x),
-                           inv_scale * fmaf(acc[m][3], w.y, acc[m][2] * w.x));
   }
 };
 
