@@ -191,15 +191,15 @@ __global__ void __launch_bounds__(kThreads, 2) attn_decode_kernel(AttnArgs a) {
   __shared__ __align__(16) float q_s[kQPG * kHD];
   __shared__ __align__(16) float run_o[kQPG * kHD];  // running output over this CTA's splits
   __shared__ float run_m[kQPG], run_l[kQPG], blk_m[kQPG], blk_l[kQPG];
-  pdl_wait();
 
   const int t = threadIdx.x, lane = t & 31, warp = threadIdx.x >> 5;
   const int g = blockIdx.x;
-  const int n = *a.pos + 1;
+  const int n = *a.pos + 1;  // the position is uploaded before the step: readable before the wait
   const int n_splits = (n + BLK - 1) / BLK;
   if (static_cast<int>(blockIdx.y) >= n_splits) return;  // uniform per CTA
   const Elem* K = static_cast<const Elem*>(a.k_cache) + static_cast<int64_t>(g) * a.max_ctx * kHD;
   const Elem* V = static_cast<const Elem*>(a.v_cache) + static_cast<int64_t>(g) * a.max_ctx * kHD;
+  pdl_wait();
   const float* q = a.q + static_cast<int64_t>(g) * kQPG * kHD;
   for (int i = t; i < kQPG * kHD; i += kThreads) q_s[i] = q[i], run_o[i] = 0.f;
   if (t < kQPG) run_m[t] = -INFINITY, run_l[t] = 0.f;
@@ -307,17 +307,21 @@ __global__ void __launch_bounds__(kThreads, 2) attn_decode_kernel(AttnArgs a) {
         }
       }
     }
-    // Sum the streams in a fixed order.
+    // Sum the streams in a fixed order (16-byte accesses: one wavefront per 8 lanes).
+    static_assert(VEC == 4, "float32 rows as float4 chunks");
 #pragma unroll 1
     for (int turn = 0; turn < STREAMS; ++turn) {
       if (stream == turn) {
 #pragma unroll
-        for (int h = 0; h < kQPG; ++h)
-#pragma unroll
-          for (int v = 0; v < VEC; ++v) {
-            float& dst = acc_s[h * kHD + VEC * c + v];
-            dst = turn == 0 ? acc[h][v] : dst + acc[h][v];
+        for (int h = 0; h < kQPG; ++h) {
+          float4& dst = *reinterpret_cast<float4*>(&acc_s[h * kHD + VEC * c]);
+          if (turn == 0) {
+            dst = make_float4(acc[h][0], acc[h][1], acc[h][2], acc[h][3]);
+          } else {
+            const float4 o = dst;
+            dst = make_float4(o.x + acc[h][0], o.y + acc[h][1], o.z + acc[h][2], o.w + acc[h][3]);
           }
+        }
       }
       __syncthreads();
     }
@@ -421,6 +425,8 @@ constexpr int kTileBytes = 2 * kTile * kRowStride;
 constexpr int tc_smem(int stages) {
   return (kThreads / 32) * stages * kTileBytes + kTcSteps * 32 * 16;
 }
+// The fold at the end reuses it for 8 warps' outputs in fragment order and one [head][dim] copy.
+static_assert((kThreads / 32) * kTcSteps * 2 * 32 * 8 + kQPG * kHD * 4 <= tc_smem(1));
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -594,7 +600,9 @@ __global__ void __launch_bounds__(kThreads, 1) attn_decode_tc_kernel(AttnArgs a)
   extern __shared__ uint4 tc_dyn[];
   uint8_t* ring = reinterpret_cast<uint8_t*>(tc_dyn);       // [warp][stage] tiles
   uint4* qf = tc_dyn + kWarps * kStages * kTileBytes / 16;  // A fragments, [k-step][lane]
-  float* o_s = reinterpret_cast<float*>(tc_dyn);            // the ring, reused at the end
+  // At the end the ring and qf hold the warps' outputs (o_w) and the folded output (o_s).
+  float2* o_w = reinterpret_cast<float2*>(tc_dyn);
+  float* o_s = reinterpret_cast<float*>(o_w + kWarps * kTcSteps * 2 * 32);
   __shared__ float w_m[kWarps][kQPG], w_l[kWarps][kQPG];
   __shared__ uint64_t bars[kWarps][kStages];  // sm_90: tile arrivals per warp and stage
 
@@ -687,12 +695,16 @@ __global__ void __launch_bounds__(kThreads, 1) attn_decode_tc_kernel(AttnArgs a)
   cp_async_wait<0>();
   pdl_launch_dependents();
 
-  // Fold the 8 warps into the CTA's partial, in warp order.
+  // Fold the 8 warps into the CTA's partial, in warp order. Each warp stores its scaled output
+  // in its own fragment order (consecutive lanes, no bank conflicts), then each thread sums one
+  // fragment slot over the warps and puts it at its (head, dim) for a coalesced store. (A
+  // running sum in the [head][dim] layout, one warp after another, cost ~4.5 us per launch:
+  // eight serial turns of 8-way conflicted read-modify-writes.)
   float l = st.l;
   l += __shfl_xor_sync(kFullMask, l, 1);
   l += __shfl_xor_sync(kFullMask, l, 2);
   if (t == 0) w_m[warp][g] = st.m, w_l[warp][g] = l;
-  __syncthreads();  // also: every warp is done with the ring, which becomes o_s
+  __syncthreads();  // also: every warp is done with the ring and qf, which become o_w and o_s
   float scale[2];   // heads 2t, 2t + 1
 #pragma unroll
   for (int e = 0; e < 2; ++e) {
@@ -701,27 +713,26 @@ __global__ void __launch_bounds__(kThreads, 1) attn_decode_tc_kernel(AttnArgs a)
     for (int w = 0; w < kWarps; ++w) mh = fmaxf(mh, w_m[w][h]);
     scale[e] = expf(w_m[warp][h] - mh);  // finite max: warp 0 has position y * BLK < n
   }
-#pragma unroll 1
-  for (int turn = 0; turn < kWarps; ++turn) {
-    if (warp == turn) {
+  constexpr int kSlots = kTcSteps * 2 * 32;  // float2 fragment slots per warp: [m][e][lane]
 #pragma unroll
-      for (int m = 0; m < kTcSteps; ++m) {
-        const int d = 64 * (m / 4) + 8 * g + 2 * (m % 4);
+  for (int m = 0; m < kTcSteps; ++m)
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float2* dst = reinterpret_cast<float2*>(&o_s[(2 * t + e) * kHD + d]);
-          const float2 add = make_float2(st.o[m][e] * scale[e], st.o[m][2 + e] * scale[e]);
-          if (turn == 0) {
-            *dst = add;
-          } else {
-            const float2 old = *dst;
-            *dst = make_float2(old.x + add.x, old.y + add.y);
-          }
-        }
-      }
+    for (int e = 0; e < 2; ++e)
+      o_w[warp * kSlots + (2 * m + e) * 32 + lane] =
+          make_float2(st.o[m][e] * scale[e], st.o[m][2 + e] * scale[e]);
+  __syncthreads();
+  for (int q = tid; q < kSlots; q += kThreads) {
+    float2 sum = o_w[q];
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) {
+      const float2 v = o_w[w * kSlots + q];
+      sum.x += v.x, sum.y += v.y;
     }
-    __syncthreads();
+    const int m = q >> 6, e = (q >> 5) & 1, fg = (q & 31) >> 2, ft = q & 3;
+    const int d = 64 * (m / 4) + 8 * fg + 2 * (m % 4);
+    *reinterpret_cast<float2*>(&o_s[(2 * ft + e) * kHD + d]) = sum;
   }
+  __syncthreads();
   const int64_t part = static_cast<int64_t>(kvh) * ny + y;
   constexpr float kPInv = 1.0f / T::kPScale;
   for (int j = tid; j < kQPG * kHD; j += kThreads) a.part_o[part * kQPG * kHD + j] = o_s[j] * kPInv;
