@@ -7,7 +7,8 @@
 // one CTA serving all 8 query heads of its KV head so each K/V row is read once, not 8 times.
 // The grid is persistent (CTAs = what fits on the GPU at once) and its size is fixed, so it
 // captures into a CUDA graph while the position (read from device memory) changes; each CTA
-// leaves one partial (max, sum, unnormalised output) for the merge.
+// takes an equal share of the positions (cta_share) and leaves one partial (max, sum,
+// unnormalised output) for the merge.
 //  - float32 caches (attn_decode_kernel, CUDA cores): the query vectors sit in registers during
 //    the score pass; a warp scores 2 positions per step with 4 independent 16-byte loads per
 //    lane and folds the 8 heads x positions partial sums with a transposed butterfly; the value
@@ -176,6 +177,25 @@ __device__ __forceinline__ float transposed_sum(float (&v)[NV], int lane) {
   return v[0];
 }
 
+// Every CTA of a KV head takes an equal share of the n positions, in whole tiles of 8: CTA y of
+// ny gets tiles [y * base + min(y, rem), + base + (y < rem)) of the ceil(n / 8), base and rem
+// being their quotient and remainder by ny. Shares differ by one tile at most (whole splits per
+// CTA left a CTA with one split more than others, up to 3 % of the time at 64K-256K), the
+// non-empty ones are a prefix of the CTAs, and only the last tile crosses n.
+constexpr int kShareTile = 8;
+struct Share {
+  int lo, hi;  // positions [lo, hi); empty when lo >= hi
+};
+__device__ __forceinline__ Share cta_share(int n, int y, int ny) {
+  const int tiles = (n + kShareTile - 1) / kShareTile, base = tiles / ny, rem = tiles % ny;
+  const int first = y * base + min(y, rem), count = base + (y < rem ? 1 : 0);
+  return {first * kShareTile, min((first + count) * kShareTile, n)};
+}
+// Partials the merge reads: one per non-empty share.
+__device__ __forceinline__ int non_empty_shares(int n, int ny) {
+  return min(ny, (n + kShareTile - 1) / kShareTile);
+}
+
 template <class Kv, int BLK>
 __global__ void __launch_bounds__(kThreads, 2) attn_decode_kernel(AttnArgs a) {
   using Elem = typename Kv::Elem;
@@ -189,14 +209,14 @@ __global__ void __launch_bounds__(kThreads, 2) attn_decode_kernel(AttnArgs a) {
   __shared__ __align__(16) float ps[BLK][kQPG];  // scores, then probabilities
   __shared__ __align__(16) float acc_s[kQPG * kHD];
   __shared__ __align__(16) float q_s[kQPG * kHD];
-  __shared__ __align__(16) float run_o[kQPG * kHD];  // running output over this CTA's splits
+  __shared__ __align__(16) float run_o[kQPG * kHD];  // running output over this CTA's passes
   __shared__ float run_m[kQPG], run_l[kQPG], blk_m[kQPG], blk_l[kQPG];
 
   const int t = threadIdx.x, lane = t & 31, warp = threadIdx.x >> 5;
   const int g = blockIdx.x;
   const int n = *a.pos + 1;  // the position is uploaded before the step: readable before the wait
-  const int n_splits = (n + BLK - 1) / BLK;
-  if (static_cast<int>(blockIdx.y) >= n_splits) return;  // uniform per CTA
+  const Share share = cta_share(n, blockIdx.y, gridDim.y);
+  if (share.lo >= share.hi) return;  // uniform per CTA
   const Elem* K = static_cast<const Elem*>(a.k_cache) + static_cast<int64_t>(g) * a.max_ctx * kHD;
   const Elem* V = static_cast<const Elem*>(a.v_cache) + static_cast<int64_t>(g) * a.max_ctx * kHD;
   pdl_wait();
@@ -205,9 +225,9 @@ __global__ void __launch_bounds__(kThreads, 2) attn_decode_kernel(AttnArgs a) {
   if (t < kQPG) run_m[t] = -INFINITY, run_l[t] = 0.f;
   __syncthreads();
 
-  for (int split = blockIdx.y; split < n_splits; split += gridDim.y) {
-    const int p0 = split * BLK;
-    const int cnt = min(BLK, n - p0);
+  // The share in passes of up to BLK positions.
+  for (int p0 = share.lo; p0 < share.hi; p0 += BLK) {
+    const int cnt = min(BLK, share.hi - p0);
 
     // Pass 1: scores q_h · k_j for the 8 heads. This lane's query dims: chunk c covers dims
     // VEC * (lane + 32c) .. + VEC - 1, held in registers during the pass.
@@ -326,7 +346,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_decode_kernel(AttnArgs a) {
       __syncthreads();
     }
 
-    // Fold this split into the running state; thread t owns dim t of every head.
+    // Fold this pass into the running state; thread t owns dim t of every head.
 #pragma unroll
     for (int h = 0; h < kQPG; ++h) {
       const float m_new = fmaxf(run_m[h], blk_m[h]);
@@ -339,7 +359,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_decode_kernel(AttnArgs a) {
       run_l[t] = run_l[t] * expf(run_m[t] - m_new) + blk_l[t] * expf(blk_m[t] - m_new);
       run_m[t] = m_new;
     }
-    __syncthreads();  // ps, acc_s and blk_* are rewritten by the next split
+    __syncthreads();  // ps, acc_s and blk_* are rewritten by the next pass
   }
 
   pdl_launch_dependents();
@@ -592,11 +612,11 @@ __device__ __forceinline__ void tc_step(const uint8_t* tile, const uint4* qf, Tc
   }
 }
 
-template <class Kv, int BLK, int kStages>
+template <class Kv, int kStages>
 __global__ void __launch_bounds__(kThreads, 1) attn_decode_tc_kernel(AttnArgs a) {
   using T = Tc<Kv>;
-  constexpr int kWarps = kThreads / 32, kRounds = BLK / (kWarps * kTile);
-  static_assert(BLK % (kWarps * kTile) == 0, "a split is whole rounds of 8 warps x 8 positions");
+  constexpr int kWarps = kThreads / 32;
+  static_assert(kTile == kShareTile, "shares are whole tiles");
   extern __shared__ uint4 tc_dyn[];
   uint8_t* ring = reinterpret_cast<uint8_t*>(tc_dyn);       // [warp][stage] tiles
   uint4* qf = tc_dyn + kWarps * kStages * kTileBytes / 16;  // A fragments, [k-step][lane]
@@ -609,17 +629,15 @@ __global__ void __launch_bounds__(kThreads, 1) attn_decode_tc_kernel(AttnArgs a)
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
   const int kvh = blockIdx.x, y = blockIdx.y, ny = gridDim.y;
   const int n = *a.pos + 1;  // the position is uploaded before the step: readable before the wait
-  const int n_splits = (n + BLK - 1) / BLK;
-  if (y >= n_splits) return;  // uniform per CTA
+  const Share share = cta_share(n, y, ny);
+  if (share.lo >= share.hi) return;  // uniform per CTA
   const uint16_t* K =
       static_cast<const uint16_t*>(a.k_cache) + static_cast<int64_t>(kvh) * a.max_ctx * kHD;
   const uint16_t* V =
       static_cast<const uint16_t*>(a.v_cache) + static_cast<int64_t>(kvh) * a.max_ctx * kHD;
-  // This warp's tiles in order: splits y, y + ny, ...; in each, rounds of 8 warps x 8
-  // positions. Positions only grow, so the first tile at or past n ends the walk.
-  auto tile_pos = [&](int i) {
-    return (y + (i / kRounds) * ny) * BLK + (i % kRounds) * (kWarps * kTile) + warp * kTile;
-  };
+  // This warp's tiles in order: tiles warp, warp + 8, ... of the share. Positions only grow,
+  // so the first tile at or past the share's end ends the walk.
+  auto tile_pos = [&](int i) { return share.lo + (i * kWarps + warp) * kTile; };
   uint8_t* my_ring = ring + warp * kStages * kTileBytes;
   uint64_t* my_bars = bars[warp];
   auto issue = [&](int i) {
@@ -640,13 +658,13 @@ __global__ void __launch_bounds__(kThreads, 1) attn_decode_tc_kernel(AttnArgs a)
   // pending still finds tile i complete at step i.
 #pragma unroll
   for (int i = 0; i < kStages - 1; ++i)
-    if (tile_pos(i) + kTile < n) issue(i);
+    if (tile_pos(i) < share.hi && tile_pos(i) + kTile < n) issue(i);
   cp_async_commit();
   pdl_wait();
 #pragma unroll
   for (int i = 0; i < kStages - 1; ++i) {
     const int p = tile_pos(i);
-    if (p < n && p + kTile >= n) issue(i);
+    if (p < share.hi && p + kTile >= n) issue(i);
     cp_async_commit();
   }
 
@@ -672,8 +690,8 @@ __global__ void __launch_bounds__(kThreads, 1) attn_decode_tc_kernel(AttnArgs a)
   TcState st;
   for (int i = 0;; ++i) {
     const int p = tile_pos(i);
-    if (p >= n) break;
-    if (tile_pos(i + kStages - 1) < n) {
+    if (p >= share.hi) break;
+    if (tile_pos(i + kStages - 1) < share.hi) {
       if constexpr (kBulkCopies) {
         // The slot was read by every lane at step i - 1: order those reads before the copy.
         __syncwarp();
@@ -711,7 +729,7 @@ __global__ void __launch_bounds__(kThreads, 1) attn_decode_tc_kernel(AttnArgs a)
     const int h = 2 * t + e;
     float mh = -INFINITY;
     for (int w = 0; w < kWarps; ++w) mh = fmaxf(mh, w_m[w][h]);
-    scale[e] = expf(w_m[warp][h] - mh);  // finite max: warp 0 has position y * BLK < n
+    scale[e] = expf(w_m[warp][h] - mh);  // finite max: warp 0 has position share.lo < n
   }
   constexpr int kSlots = kTcSteps * 2 * 32;  // float2 fragment slots per warp: [m][e][lane]
 #pragma unroll
@@ -757,7 +775,7 @@ __global__ void __launch_bounds__(256) attn_merge_kernel(AttnMergeArgs a) {
   const int d = blockIdx.y * 32 + lane;
   const int g = h / kQPG, hl = h % kQPG;
   const int n = *a.pos + 1;  // uploaded before the step
-  const int n_parts = min(a.ctas, (n + a.split - 1) / a.split);
+  const int n_parts = non_empty_shares(n, a.ctas);
   __shared__ float w_m[kWarps], w_l[kWarps], w_o[kWarps][32];
   pdl_wait();
   const float gate = a.qg[static_cast<int64_t>(h) * 2 * kHD + kHD + d];
@@ -820,8 +838,8 @@ DecodeKernel decode_kernel() {
     RL_CUDA(cudaGetDevice(&dev));
     RL_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     const DecodeKernel k = optin >= tc_smem(3) + 1024
-                               ? DecodeKernel{attn_decode_tc_kernel<Kv, BLK, 3>, tc_smem(3)}
-                               : DecodeKernel{attn_decode_tc_kernel<Kv, BLK, 1>, tc_smem(1)};
+                               ? DecodeKernel{attn_decode_tc_kernel<Kv, 3>, tc_smem(3)}
+                               : DecodeKernel{attn_decode_tc_kernel<Kv, 1>, tc_smem(1)};
     const uint64_t bit = uint64_t{1} << (dev & 63);
     if (!(allowed.load() & bit)) {
       RL_CUDA(cudaFuncSetAttribute(k.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, k.smem));
@@ -831,7 +849,9 @@ DecodeKernel decode_kernel() {
   }
 }
 
-// The tensor-core kernel's warps take whole tiles: 8 warps x 8 positions per split at least.
+// The split size is the float32 kernel's positions per pass. The tensor-core kernel has no
+// passes (its warps walk the share's tiles in turn), so for 16-bit caches the size only selects
+// the session's graph; they keep 64, 128 and 256, the sizes their kernel once needed.
 template <class Kv>
 constexpr bool split_supported(int split) {
   return (split == 32 && std::is_same_v<Kv, KvF32>) || split == 64 || split == 128 || split == 256;

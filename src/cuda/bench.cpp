@@ -199,7 +199,7 @@ void bench_kernel(const KernelBenchOptions& o, std::FILE* out) {
         a.ctas = ctas, a.part_o = part_o.as<float>(), a.part_ml = part_ml.as<float>();
         attn_decode(a, s);
         AttnMergeArgs m;
-        m.part_o = a.part_o, m.part_ml = a.part_ml, m.ctas = ctas, m.split = split;
+        m.part_o = a.part_o, m.part_ml = a.part_ml, m.ctas = ctas;
         m.pos = a.pos, m.qg = qg.as<float>(), m.out = outb.as<float>(), m.n_head = kHeads;
         m.n_head_kv = kKv;
         attn_merge(m, s);

@@ -105,7 +105,7 @@ void attention_block(const DeviceModel& m, const LayerGpu& L, SessionBuffers& s,
        2ull * c.kv_dim() * (opt.position_hint + 1) * engine::kv_type_bytes(s.kv_type));
 
   AttnMergeArgs mg;
-  mg.part_o = s.part_o, mg.part_ml = s.part_ml, mg.ctas = at.ctas, mg.split = opt.split;
+  mg.part_o = s.part_o, mg.part_ml = s.part_ml, mg.ctas = at.ctas;
   mg.pos = pos, mg.qg = qg, mg.out = s.mixed, mg.n_head = c.n_head, mg.n_head_kv = c.n_head_kv;
   attn_merge(mg, stream);
   note("attention merge + gate", 0);

@@ -154,10 +154,10 @@ void attn_prep(const AttnPrepArgs& args, cudaStream_t stream);
 constexpr int kAttnHeadDim = 256;
 constexpr int kAttnGroup = 8;  // query heads per KV head
 
-// Split-K decode attention over positions [0, *pos]: the positions are cut into splits of
-// `split` (one of attn_splits); CTA (g, y) handles KV head g and splits y, y + ctas, ... for all 8
-// query heads of g, reading each K and V row once, and leaves one partial (unnormalised o, max,
-// sum).
+// Split-K decode attention over positions [0, *pos]: CTA (g, y) handles KV head g and the y-th
+// of `ctas` equal shares of the positions (whole tiles of 8) for all 8 query heads of g, reading
+// each K and V row once, and leaves one partial (unnormalised o, max, sum). The float32 kernel
+// takes its share in passes of `split` positions (one of attn_splits).
 struct AttnArgs {
   const float* q = nullptr;  // [n_head][hd] from attn_prep
   const void* k_cache = nullptr;
@@ -185,7 +185,6 @@ struct AttnMergeArgs {
   const float* part_o = nullptr;
   const float* part_ml = nullptr;
   int ctas = 0;
-  int split = 128;
   const int32_t* pos = nullptr;
   const float* qg = nullptr;
   float* out = nullptr;  // [n_head][hd]

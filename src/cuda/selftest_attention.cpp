@@ -1,6 +1,6 @@
 // Self-test of full attention for one token: Q/K norm + RoPE + append, split-K decode attention
-// and the merge, at edge lengths around the split sizes and long ones, for every split size and
-// all KV types, against float64. Cache rows past the position hold NaN, so reading one fails.
+// and the merge, at edge lengths around the split sizes and the 8-position tiles of the CTAs'
+// shares, and long ones, for every split size and all KV types, against float64. Cache rows past the position hold NaN, so reading one fails.
 #include <algorithm>
 #include <cstring>
 
@@ -106,7 +106,7 @@ void attention_case(Reporter& r, int L, int split, KvType kv, int ctas, bool che
   a.ctas = n_ctas, a.part_o = part_o.get(), a.part_ml = part_ml.get();
   attn_decode(a, nullptr);
   AttnMergeArgs m;
-  m.part_o = part_o.get(), m.part_ml = part_ml.get(), m.ctas = n_ctas, m.split = split;
+  m.part_o = part_o.get(), m.part_ml = part_ml.get(), m.ctas = n_ctas;
   m.pos = d_pos.get(), m.qg = d_qg.get(), m.out = d_out.get(), m.n_head = kHeads;
   m.n_head_kv = kKvHeads;
   attn_merge(m, nullptr);
@@ -186,14 +186,16 @@ void test_attention(Reporter& r, uint64_t seed) {
         prep = false;
       }
   }
-  // A small grid: each CTA folds many splits into its running softmax (on the tensor cores, each
-  // warp's online softmax runs over many tiles).
+  // Small grids: each CTA folds many passes into its running softmax (on the tensor cores, each
+  // warp's online softmax runs over many tiles); with 7 CTAs the shares differ by a tile.
   const int small_grid_len = r.options().quick ? 1500 : 12288;
   attention_case(r, small_grid_len, 128, KvType::F32, 3, false, seed++);
   attention_case(r, small_grid_len - 7, 32, KvType::F32, 3, false, seed++);
   attention_case(r, small_grid_len, 128, KvType::BF16, 3, false, seed++);
   attention_case(r, small_grid_len - 7, 64, KvType::BF16, 3, false, seed++);
   if (!r.options().quick) attention_case(r, small_grid_len + 5, 256, KvType::F16, 3, false, seed++);
+  attention_case(r, small_grid_len + 5, 64, KvType::F32, 7, false, seed++);
+  attention_case(r, small_grid_len + 5, 256, KvType::BF16, 7, false, seed++);
 }
 
 }  // namespace rl::cuda::st
