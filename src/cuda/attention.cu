@@ -180,8 +180,8 @@ __device__ __forceinline__ float transposed_sum(float (&v)[NV], int lane) {
 // Every CTA of a KV head takes an equal share of the n positions, in whole tiles of 8: CTA y of
 // ny gets tiles [y * base + min(y, rem), + base + (y < rem)) of the ceil(n / 8), base and rem
 // being their quotient and remainder by ny. Shares differ by one tile at most (whole splits per
-// CTA left a CTA with one split more than others, up to 3 % of the time at 64K-256K), the
-// non-empty ones are a prefix of the CTAs, and only the last tile crosses n.
+// CTA gave some CTAs a split more than others, 3 % above the mean at 64K-256K), the non-empty
+// ones are a prefix of the CTAs, and only the last tile crosses n.
 constexpr int kShareTile = 8;
 struct Share {
   int lo, hi;  // positions [lo, hi); empty when lo >= hi

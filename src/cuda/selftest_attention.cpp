@@ -1,6 +1,7 @@
 // Self-test of full attention for one token: Q/K norm + RoPE + append, split-K decode attention
 // and the merge, at edge lengths around the split sizes and the 8-position tiles of the CTAs'
-// shares, and long ones, for every split size and all KV types, against float64. Cache rows past the position hold NaN, so reading one fails.
+// shares, and long ones, for every split size and all KV types, against float64. Cache rows past
+// the position hold NaN, so reading one fails.
 #include <algorithm>
 #include <cstring>
 
