@@ -8,7 +8,13 @@
 #   decode80/parity80 use the full-size synthetic 80b-a3b model, generated in the background
 #   right after the build (about 21.5 GB); DECODE_LAYERS=N makes a smaller one (N layers).
 # Needs (carried with the call, both git-ignored): .deps (Debian packages, see
-# ../shared/device/README.md) and .devdata/shared (the goldens the parity stage reads).
+# ../shared/device/README.md) and .devdata/shared (the goldens the parity stage reads). In a new
+# checkout, here (add /.deps/ and /.devdata/ to .git/info/exclude first):
+#   bash ../shared/device/fetch-debs.sh .deps nlohmann-json3-dev libcli11-dev libpcre2-dev \
+#     libcpp-httplib-dev libcpp-httplib0.11 libgtest-dev libgmock-dev
+#   cp ../shared/device/unpack-debs.sh .deps/
+#   mkdir -p .devdata/shared && cp -r ../shared/testdata .devdata/shared/ &&
+#     rm -rf .devdata/shared/testdata/tokenizer   # 18 MB; the carry limit is 64 MiB
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/rl-out}

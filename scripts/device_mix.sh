@@ -6,7 +6,8 @@
 # scripts/device_perf.sh; the baseline is scripts/base_build.sh's: the files in .perf_base/
 # replace their counterparts in src/cuda, NAME.test.txt replaces tests/cuda/NAME).
 # The mix "80b" is the full ANCHORS model that the decode80 stage writes.
-#   MIXES="iq2_xxs:q5_K q5_K:q5_K" bash scripts/device_mix.sh   (carry .deps and .devdata)
+#   MIXES="iq2_xxs:q5_K q5_K:q5_K" bash scripts/device_mix.sh   (carry .deps, .devdata and, if
+#   git ignores it, .perf_base)
 # CHECK_STAGES and PERF_STAGES choose scripts/device.sh's stages before and after the baseline
 # build is waited for (defaults: the full check; kernel decode80 parity80).
 set -uo pipefail

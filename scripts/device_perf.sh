@@ -4,7 +4,8 @@
 # decode benchmark with a baseline build in which the files in .perf_base/ (the originals of the
 # changed src/cuda files) replace their counterparts, alternating new and baseline runs.
 #   mkdir .perf_base && git show HEAD:src/cuda/gemv.cu >.perf_base/gemv.cu   (etc., here)
-#   bash scripts/device_perf.sh        (carry .deps and .devdata as for device.sh)
+#   bash scripts/device_perf.sh        (carry .deps and .devdata as for device.sh,
+#                                       and .perf_base where git ignores it)
 # AB_VAR=NAME AB_VALUES="0 1" also runs the new build once per value of that environment variable
 # (a switch under test), so one call compares the baseline with each variant.
 # .perf_base/ is untracked, so it travels with the working tree; delete it afterwards.
