@@ -135,6 +135,12 @@ RL_HD uint32_t byte12(uint32_t w0, uint32_t w1, uint32_t w2, int k) {
   return byte_of(w, k & 3);
 }
 // ggml's ksigns_iq2xs: 7 sign bits plus an eighth that makes the parity even.
+// Q3_K's 16 6-bit scales from their 12 bytes (a0, a1, tmp), as ggml unpacks them: word w holds
+// the scales of groups 4w .. 4w + 3, one per byte, biased by 32.
+RL_HD uint32_t q3k_scales(uint32_t a0, uint32_t a1, uint32_t tmp, int w) {
+  constexpr uint32_t kmask1 = 0x03030303u, kmask2 = 0x0f0f0f0fu;
+  return (((w & 1 ? a1 : a0) >> (4 * (w >> 1))) & kmask2) | (((tmp >> (2 * w)) & kmask1) << 4);
+}
 RL_HD uint32_t ksigns(uint32_t i) {
 #ifdef __CUDA_ARCH__
   return i | ((__popc(i) & 1u) << 7);
@@ -395,13 +401,9 @@ struct Format<TensorType::Q3_K> {
       hm[k] = load4(body + 4 * k);
       q[k] = load4(body + 32 + 32 * n + 4 * k);
     }
-    // ggml's unpacking of the 16 6-bit scales from 12 bytes.
     const uint32_t a0 = load4(body + 96), a1 = load4(body + 100), tmp = load4(body + 104);
-    constexpr uint32_t kmask1 = 0x03030303u, kmask2 = 0x0f0f0f0fu;
-    const uint32_t lo = n == 0 ? (a0 & kmask2) | (((tmp >> 0) & kmask1) << 4)
-                               : ((a0 >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
-    const uint32_t hi = n == 0 ? (a1 & kmask2) | (((tmp >> 2) & kmask1) << 4)
-                               : ((a1 >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
+    const uint32_t lo = n == 0 ? q3k_scales(a0, a1, tmp, 0) : q3k_scales(a0, a1, tmp, 2);
+    const uint32_t hi = n == 0 ? q3k_scales(a0, a1, tmp, 1) : q3k_scales(a0, a1, tmp, 3);
     const float d = f16(load2(tail));
     RL_UNROLL
     for (int j = 0; j < 4; ++j) {

@@ -444,20 +444,16 @@ struct Tc<TensorType::Q3_K> {
   __device__ static void dot(const Raw (&raw)[M], const uint2* xb, float inv_scale, const float*,
                              int lane, const fmt::IqTables&, float2 (&out)[M]) {
     const int t = lane & 3;
-    constexpr uint32_t kmask1 = 0x03030303u, kmask2 = 0x0f0f0f0fu;
     uint32_t sc[M][2][2];  // [m][row][sub-blocks 0-3 / 4-7]: the lane's group bytes (+ 32)
 #pragma unroll
     for (int m = 0; m < M; ++m) {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        const uint32_t a0 = raw[m].scales[r][0], a1 = raw[m].scales[r][1],
-                       tmp = raw[m].scales[r][2];
-        const uint32_t g0 = (a0 & kmask2) | ((tmp & kmask1) << 4);  // groups 0-3
-        const uint32_t g1 = (a1 & kmask2) | (((tmp >> 2) & kmask1) << 4);
-        const uint32_t g2 = ((a0 >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
-        const uint32_t g3 = ((a1 >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
-        sc[m][r][0] = own_groups(g0, g1, t);
-        sc[m][r][1] = own_groups(g2, g3, t);
+        const uint32_t(&b)[3] = raw[m].scales[r];
+        sc[m][r][0] = own_groups(fmt::q3k_scales(b[0], b[1], b[2], 0),
+                                 fmt::q3k_scales(b[0], b[1], b[2], 1), t);
+        sc[m][r][1] = own_groups(fmt::q3k_scales(b[0], b[1], b[2], 2),
+                                 fmt::q3k_scales(b[0], b[1], b[2], 3), t);
       }
     }
     int acc[M][4] = {};
@@ -467,7 +463,7 @@ struct Tc<TensorType::Q3_K> {
           const int shift = 2 * (s & 3);
 #pragma unroll
           for (int i = 0; i < 2; ++i) {
-            const uint32_t low2 = (raw[m].q[r][s >> 2][i] >> shift) & kmask1;
+            const uint32_t low2 = (raw[m].q[r][s >> 2][i] >> shift) & 0x03030303u;
             const uint32_t clear = ((raw[m].hm[r][i] >> s) & 0x01010101u) ^ 0x01010101u;
             a[i] = low2 | clear * 0xFCu;
           }
