@@ -462,22 +462,6 @@ constexpr int tc_smem(int stages) {
 // The fold at the end reuses it for 8 warps' outputs in fragment order and one [head][dim] copy.
 static_assert((kThreads / 32) * kTcSteps * 2 * 32 * 8 + kQPG * kHD * 4 <= tc_smem(1));
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_u32(smem)), "l"(gmem),
-               "r"(valid ? 16 : 0)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 constexpr bool kBulkCopies = true;
 __device__ __forceinline__ void mbar_init(uint64_t* bar) {
@@ -542,7 +526,7 @@ __device__ __forceinline__ void tc_issue(uint8_t* tile, uint64_t* bar, const uin
     const uint16_t* ks = K + static_cast<int64_t>(kr) * kHD + 8 * t;
 #pragma unroll
     for (int c = 0; c < 8; ++c)
-      cp_async16(tile + g * kRowStride + 64 * c + 16 * t, ks + 32 * c, p + g < n);
+      cp_async16(tile + g * kRowStride + 64 * c + 16 * t, ks + 32 * c, p + g < n ? 16 : 0);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = p + 2 * t + r, vr = row < n ? row : p;
@@ -550,7 +534,7 @@ __device__ __forceinline__ void tc_issue(uint8_t* tile, uint64_t* bar, const uin
 #pragma unroll
       for (int c = 0; c < 4; ++c)
         cp_async16(tile + (kTile + 2 * t + r) * kRowStride + 128 * c + 16 * g, vs + 64 * c,
-                   row < n);
+                   row < n ? 16 : 0);
     }
   }
 }

@@ -6,6 +6,7 @@
 #include "cuda/check.h"
 #include "cuda/device.h"
 #include "cuda/layout.h"
+#include "quant/quant.h"
 #include "util/log.h"
 
 namespace rl::cuda {
@@ -133,6 +134,34 @@ class Builder {
     return base_ + off;
   }
 
+  // The rows of parts, in order, decoded to float32 and transposed: [cols][fold_row_floats(rows)]
+  // (zeros after the rows). Decoding is exact for the float types, and the quantised ones decode
+  // to the same values as in a GEMV.
+  const float* transposed(const std::vector<Part>& parts) {
+    const int64_t cols = parts.front().tensor->cols();
+    int64_t rows = 0;
+    for (const Part& p : parts) {
+      if (p.tensor->cols() != cols)
+        fail(p.tensor->name, ": cannot be concatenated with ", parts.front().tensor->name);
+      if (!quant::is_supported(p.tensor->type))
+        fail(p.tensor->name, ": the CUDA backend cannot decode type ",
+             gguf::type_name(p.tensor->type), " (use --backend cpu)");
+      rows += p.count();
+    }
+    const int64_t ld = fold_row_floats(static_cast<int>(rows));
+    const uint64_t bytes = static_cast<uint64_t>(ld * cols) * sizeof(float);
+    if (!base_) return static_cast<const float*>(raw(nullptr, bytes));  // sizing only
+    std::vector<float> t(ld * cols, 0.0f), row(cols);
+    int64_t r = 0;
+    for (const Part& p : parts) {
+      for (int64_t i = 0; i < p.count(); ++i, ++r) {
+        quant::dequantize_row(p.tensor->type, p.tensor->row(p.source_row(i)), row.data(), cols);
+        for (int64_t c = 0; c < cols; ++c) t[c * ld + r] = row[c];
+      }
+    }
+    return static_cast<const float*>(raw(t.data(), bytes));
+  }
+
   // A projection: parts in output order, one run per stretch of equal type.
   Projection projection(const std::vector<Part>& parts) {
     Projection p;
@@ -247,7 +276,7 @@ void build(Builder& b, const model::Config& c, const model::Weights& w, DeviceMo
       g.deltanet.out = b.matrix(d.out);
     }
     auto& moe = g.moe;
-    moe.router = b.projection({{&L.router, {}}, {&L.shexp_gate_inp, {}}});
+    moe.router_t = b.transposed({{&L.router, {}}, {&L.shexp_gate_inp, {}}});
     const auto& ex = L.experts;
     const int64_t ff = c.expert_ff;
     if (ex.fused_gate_up) {
@@ -332,7 +361,7 @@ uint64_t decode_step_weight_bytes(const DeviceModel& m) {
                (2ull * c.ssm_n_v_heads + c.ssm_head_dim) * 4;
     }
     const auto& e = L.moe;
-    total += proj(e.router);
+    total += static_cast<uint64_t>(fold_row_floats(c.n_expert + 1)) * c.n_embd * 4;  // router
     total += static_cast<uint64_t>(c.n_expert_used) *
              (row_bytes(e.gate) * e.gate.rows + row_bytes(e.up) * e.up.rows +
               row_bytes(e.down) * e.down.rows);

@@ -4,7 +4,9 @@
 // Changes of layout at upload (values never change):
 //  - every block is split into body and tail (cuda/layout.h);
 //  - matrices that read the same input and have the same type are concatenated by rows, so one
-//    GEMV launch computes them all (q|k|v, qkv|z, router|shared-expert gate);
+//    GEMV launch computes them all (q|k|v, qkv|z);
+//  - the router and the shared expert's gate are one float32 matrix, transposed, for the fold
+//    into the output projections (kernels.h, RouterFold);
 //  - the legacy fused ssm_in and ssm_ba rows are permuted into the split order
 //    [q all heads | k | v | z] and [b all heads | a all heads].
 #pragma once
@@ -46,7 +48,9 @@ struct DeltaNetWeightsGpu {
 };
 
 struct MoeWeightsGpu {
-  Projection router;               // outputs [expert logits: n_expert | shared gate logit: 1]
+  // [n_embd][fold_row_floats(n_expert + 1)]: the router's rows, then the shared gate's,
+  // transposed (RouterFold)
+  const float* router_t = nullptr;
   Matrix gate, up, down;           // expert stacks
   Matrix sh_gate, sh_up, sh_down;  // the shared expert
 };

@@ -3,12 +3,12 @@
 //
 // Launches per layer: DeltaNet 3-4 (input projections by weight type, the step, the output
 // projection with the gated norm fused in), attention 5-6 (projections, norm/RoPE/append,
-// split-K attention, merge with the gate, output projection), MoE 5 (router logits, top-k with
-// the experts' gate/up, shared gate/up, shared down, experts' down). Residual adds are fused into
-// the output and down projections; RMSNorms into the GEMVs that read them. Launches that do not
-// depend on each other run concurrently on a second stream (a parallel branch of the graph):
-// the shared expert beside the routed top-k and gate/up, and a projection's second weight type
-// beside its first.
+// split-K attention, merge with the gate, output projection), MoE 4 (top-k with the experts'
+// gate/up, shared gate/up, shared down, experts' down). Residual adds are fused into the output
+// and down projections, the router's logits into the output projections (RouterFold), RMSNorms
+// into the GEMVs that read them. Launches that do not depend on each other run concurrently on a
+// second stream (a parallel branch of the graph): the shared expert beside the routed top-k and
+// gate/up, and a projection's second weight type beside its first.
 #include "cuda/forward.h"
 
 #include <cstdlib>
@@ -73,6 +73,17 @@ void project(const Projection& p, GemvIn in, const float* x, const float* norm, 
   if (split) side.join();
 }
 
+// The output projections complete the residual the MoE reads: they also fold in its router.
+RouterFold router_fold(const DeviceModel& m, const LayerGpu& L, const SessionBuffers& s) {
+  RouterFold f;
+  f.w_t = L.moe.router_t, f.norm = L.post_norm, f.n_logits = m.config.n_expert + 1;
+  f.acc = s.folded;
+  return f;
+}
+uint64_t router_bytes(const model::Config& c) {
+  return static_cast<uint64_t>(fold_row_floats(c.n_expert + 1)) * c.n_embd * 4;
+}
+
 void attention_block(const DeviceModel& m, const LayerGpu& L, SessionBuffers& s,
                      const SessionBuffers::AttentionState& kv, const StepOptions& opt,
                      cudaStream_t stream, const Side& side, const Note& note) {
@@ -112,8 +123,10 @@ void attention_block(const DeviceModel& m, const LayerGpu& L, SessionBuffers& s,
 
   GemvArgs out;
   out.w = L.attn.output, out.x = s.mixed, out.out = GemvOut::Add, out.y = s.x;
+  out.fold = router_fold(m, L, s);
   gemv(out, stream);
-  note("attention output projection (+residual)", matrix_bytes(L.attn.output));
+  note("attention output projection (+residual, router fold)",
+       matrix_bytes(L.attn.output) + router_bytes(c));
 }
 
 void deltanet_block(const DeviceModel& m, const LayerGpu& L, SessionBuffers& s,
@@ -141,25 +154,27 @@ void deltanet_block(const DeviceModel& m, const LayerGpu& L, SessionBuffers& s,
   out.w = w.out, out.in = GemvIn::GatedRmsNorm, out.x = s.mixed, out.norm = w.norm;
   out.gate = z, out.group = c.ssm_head_dim, out.eps = c.rms_eps;
   out.out = GemvOut::Add, out.y = s.x;
+  out.fold = router_fold(m, L, s);
   gemv(out, stream);
-  note("deltanet gated norm + output projection (+residual)", matrix_bytes(w.out));
+  note("deltanet gated norm + output projection (+residual, router fold)",
+       matrix_bytes(w.out) + router_bytes(c));
 }
 
-// The shared expert runs on the side stream beside the router top-k and the routed experts'
-// gate/up: it needs only the router's logits (its sigmoid gate is the last of them) and writes
-// its own output, which the experts' down adds into the residual with theirs.
+// The router's logits were folded into the output projection just before (RouterFold). The
+// shared expert runs on the side stream beside the routed top-k and the experts' gate/up: it
+// needs only its gate's folded logit (the last one) and writes its own output, which the experts'
+// down adds into the residual with theirs. That down also zeroes the folded logits for the next
+// layer.
 void moe_block(const DeviceModel& m, const LayerGpu& L, SessionBuffers& s, cudaStream_t stream,
                const Side& side, const Note& note) {
   const auto& c = m.config;
   const auto& w = L.moe;
   const int k = c.n_expert_used;
-  project(w.router, GemvIn::RmsNorm, s.x, L.post_norm, c.rms_eps, s.router, stream, side, note,
-          "router + shared gate logits");
 
   side.fork();
   GateUpArgs sh;
   sh.gate = w.sh_gate, sh.up = w.sh_up, sh.n_slots = 1;
-  sh.scale_logit = s.router + c.n_expert;
+  sh.gate_folded = s.folded + c.n_expert;
   sh.x = s.x, sh.norm = L.post_norm, sh.eps = c.rms_eps, sh.act = s.sh_act;
   moe_gate_up(sh, side.stream());
   note("shared expert gate/up + SwiGLU", matrix_bytes(w.sh_gate) + matrix_bytes(w.sh_up));
@@ -169,12 +184,11 @@ void moe_block(const DeviceModel& m, const LayerGpu& L, SessionBuffers& s, cudaS
   note("shared expert down", matrix_bytes(w.sh_down));
 
   RouteArgs route;
-  route.logits = s.router, route.n_expert = c.n_expert;
+  route.folded = s.folded, route.n_expert = c.n_expert;
   route.ids = s.expert_ids, route.weights = s.expert_weights;
   GateUpArgs gu;
   gu.gate = w.gate, gu.up = w.up, gu.route = &route;
   gu.n_slots = k, gu.x = s.x, gu.norm = L.post_norm, gu.eps = c.rms_eps, gu.act = s.act;
-  gu.x_settled = true;  // the router, launched just before, reads s.x and does not write it
   moe_gate_up(gu, stream);
   note("router top-k + experts gate/up + SwiGLU", k * (matrix_bytes(w.gate) + matrix_bytes(w.up)));
   side.join();
@@ -182,6 +196,7 @@ void moe_block(const DeviceModel& m, const LayerGpu& L, SessionBuffers& s, cudaS
   DownArgs dn;
   dn.down = w.down, dn.ids = s.expert_ids, dn.n_slots = k, dn.act = s.act;
   dn.extra = s.sh_out, dn.y = s.x;
+  dn.clear = s.folded, dn.clear_n = c.n_expert + 1;
   moe_down(dn, stream);
   note("experts down + shared output (+residual)", k * matrix_bytes(w.down));
 }
@@ -223,7 +238,7 @@ uint64_t SessionBuffers::bytes_needed(const model::Config& c, int64_t max_ctx, K
   p.take(proj_rows(c) * 4);
   p.take(c.q_dim() * 4);
   p.take(std::max(c.q_dim(), c.ssm_v_dim()) * 4);
-  p.take((c.n_expert + 1) * 4);
+  p.take((c.n_expert + 1) * 8);
   p.take((c.n_expert_used + 1) * 4);
   p.take((c.n_expert_used + 1) * 4);
   p.take(c.n_expert_used * c.expert_ff * 4);
@@ -266,7 +281,7 @@ SessionBuffers::SessionBuffers(const DeviceModel& model, int64_t max_ctx_, KvTyp
   proj = reinterpret_cast<float*>(at(proj_rows(c) * 4));
   q = reinterpret_cast<float*>(at(c.q_dim() * 4));
   mixed = reinterpret_cast<float*>(at(std::max(c.q_dim(), c.ssm_v_dim()) * 4));
-  router = reinterpret_cast<float*>(at((c.n_expert + 1) * 4));
+  folded = reinterpret_cast<long long*>(at((c.n_expert + 1) * 8));
   expert_ids = reinterpret_cast<int32_t*>(at((c.n_expert_used + 1) * 4));
   expert_weights = reinterpret_cast<float*>(at((c.n_expert_used + 1) * 4));
   act = reinterpret_cast<float*>(at(c.n_expert_used * c.expert_ff * 4));

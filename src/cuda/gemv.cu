@@ -1,8 +1,11 @@
 // y = W · in(x): the projections of the forward pass and the output head.
+#include <algorithm>
+
 #include "cuda/check.h"
 #include "cuda/device.h"
 #include "cuda/gemv_core.cuh"
 #include "cuda/launch.cuh"
+#include "cuda/router_fold.cuh"
 #include "cuda/tc_gemv.cuh"
 
 namespace rl::cuda {
@@ -37,10 +40,13 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvParams p) {
   const GemvArgs& a = p.a;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * p.rows_per_block;
   const int64_t end = min(first + p.rows_per_block, a.w.rows);
+  const FoldSmem fold =
+      fold_carve(xs + padded_size<F::kGranuleValues>(a.w.cols), a.fold, p.rows_per_block);
   // While the previous kernel finishes: this block's weights into L2, the tables into smem.
   if (p.prefetch) prefetch_weight_rows<T>(a.w, first, end);
   const fmt::IqTables tables = stage_tables<T>(p.tables);
   pdl_wait();
+  if (a.fold.n_logits > 0) fold_stage(a.fold, first, end, fold);
   stage_input<F::kGranuleValues>(a.in, a.x, static_cast<int>(a.w.cols), a.norm, a.gate, a.group,
                                  a.eps, xs);
 
@@ -86,13 +92,13 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvParams p) {
 #pragma unroll
     for (int k = 0; k < R; ++k) {
       if (part == 0 && (lane & (L - 1)) == 0 && row[k] < end) {
-        if (a.out == GemvOut::Add)
-          a.y[row[k]] += v[k];
-        else
-          a.y[row[k]] = v[k];
+        const float y = a.out == GemvOut::Add ? a.y[row[k]] + v[k] : v[k];
+        a.y[row[k]] = y;
+        if (a.fold.n_logits > 0) fold.y[row[k] - first] = y;
       }
     }
   }
+  if (a.fold.n_logits > 0) fold_finish(a.fold, fold, static_cast<int>(end - first));
 }
 
 template <TensorType T, int R, int U>
@@ -107,16 +113,21 @@ void launch_shape(const GemvArgs& a, int L, cudaStream_t stream) {
          (a.w.rows * W + 8 * R - 1) / (8 * R) < 2 * sms)
     W *= 2;
   const int rows_per_pass = (8 / W) * (32 / L) * R;
-  const size_t smem = padded_size<F::kGranuleValues>(a.w.cols) * sizeof(float);
-  if (smem > 48 * 1024)
-    RL_CUDA(cudaFuncSetAttribute(gemv_kernel<T, R, U>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(smem)));
+  // The staged input, then the router fold's rows (a fold keeps a block within 96 KiB).
+  const int64_t in_bytes = padded_size<F::kGranuleValues>(a.w.cols) * sizeof(float);
+  auto smem_for = [&](int64_t rows) { return in_bytes + fold_smem_bytes(a.fold, rows); };
+  const int64_t most_passes =
+      a.fold.n_logits > 0 ? std::max<int64_t>(1, (96 * 1024 - in_bytes - 16) /
+                                                     (fold_row_bytes(a.fold) * rows_per_pass))
+                          : 64;
+  allow_smem(gemv_kernel<T, R, U>, smem_for(rows_per_pass * std::min<int64_t>(most_passes, 64)));
   // As many blocks as are resident at once, each covering whole passes of its 8 warps: tall
   // matrices give each block several passes (its rows prefetched into L2 at the start), so the
   // input is staged once per block and there is no second wave.
-  const int64_t target_blocks = resident_blocks(gemv_kernel<T, R, U>, smem);
+  const int64_t target_blocks = resident_blocks(gemv_kernel<T, R, U>, smem_for(rows_per_pass));
   int64_t passes = (a.w.rows + rows_per_pass * target_blocks - 1) / (rows_per_pass * target_blocks);
-  passes = passes < 1 ? 1 : (passes > 64 ? 64 : passes);
+  passes = std::clamp<int64_t>(passes, 1, std::min<int64_t>(most_passes, 64));
+  const size_t smem = smem_for(rows_per_pass * passes);
   GemvParams p{
       a, device_tables(), L, W, static_cast<int>(rows_per_pass * passes), prefetch_enabled()};
   const int64_t blocks = (a.w.rows + p.rows_per_block - 1) / p.rows_per_block;
@@ -137,6 +148,7 @@ __global__ void __launch_bounds__(32 * kTcMostWarps) gemv_tc_kernel(GemvParams p
   const int n = static_cast<int>(a.w.cols), n_kb = n / tc::kBlock;
   const tc::Staged st = tc::carve(smem, n);
   float* partial = tc::after(st, n);  // [tile][kb][16]
+  const FoldSmem fold = fold_carve(partial + p.rows_per_block * n_kb, a.fold, p.rows_per_block);
   const tc::CtaRows rows = tc::cta_rows(p.rows_per_block, a.w.rows, n_kb);
   const int lane = threadIdx.x & 31;
   auto load = [&](int i) { return tc::load_item<T>(a.w, 0, rows, i / n_kb, i % n_kb, lane); };
@@ -147,6 +159,7 @@ __global__ void __launch_bounds__(32 * kTcMostWarps) gemv_tc_kernel(GemvParams p
   __syncthreads();  // the tables
   const tc::Input in{a.in, a.x, a.norm, a.gate, a.group, a.eps, n};
   pdl_wait();
+  if (a.fold.n_logits > 0) fold_stage(a.fold, rows.first, rows.end, fold);
   tc::stage_own_blocks<T>(in, st);
   tc::sum_items<T>(rows, raw, load, st, n_kb, tables, partial);
   const float factor = tc::input_factor(in, st);
@@ -154,7 +167,9 @@ __global__ void __launch_bounds__(32 * kTcMostWarps) gemv_tc_kernel(GemvParams p
     const float sum = tc::row_total(partial, j, n_kb, tc::kTileRows) * factor;
     float& y = a.y[rows.first + j];
     y = a.out == GemvOut::Add ? y + sum : sum;
+    if (a.fold.n_logits > 0) fold.y[j] = y;
   }
+  if (a.fold.n_logits > 0) fold_finish(a.fold, fold, static_cast<int>(rows.end - rows.first));
 }
 
 template <TensorType T>
@@ -162,7 +177,8 @@ void launch_gemv(const GemvArgs& a, cudaStream_t stream) {
   using F = fmt::Format<T>;
   if constexpr (tc::supported<T>()) {
     if (tc::input_supported(a.in, a.group) && tc::usable(a.w.rows, a.w.cols, 1)) {
-      const tc::Plan plan = tc::plan(gemv_tc_kernel<T>, kTcMostWarps, a.w.rows, a.w.cols, 1);
+      const tc::Plan plan = tc::plan(gemv_tc_kernel<T>, kTcMostWarps, a.w.rows, a.w.cols, 1, 1,
+                                     fold_row_bytes(a.fold));
       GemvParams p{a, device_tables(), 0, 0, plan.rows_per_block, prefetch_enabled()};
       const int64_t blocks = (a.w.rows + plan.rows_per_block - 1) / plan.rows_per_block;
       launch(gemv_tc_kernel<T>, dim3(static_cast<unsigned>(blocks)), dim3(plan.threads), plan.smem,
@@ -182,6 +198,8 @@ bool gemv_supports(TensorType type) {
 
 void gemv(const GemvArgs& a, cudaStream_t stream) {
   if (a.w.rows <= 0) return;
+  if (a.fold.n_logits > 0 && (a.out != GemvOut::Add || !a.fold.w_t || !a.fold.norm || !a.fold.acc))
+    fail("GEMV: a router fold needs GemvOut::Add and its weights, norm and sums");
   const bool ok = fmt::dispatch(a.w.type, [&]<TensorType T>() { launch_gemv<T>(a, stream); });
   if (!ok) fail("GEMV: the CUDA kernels do not decode ", gguf::type_name(a.w.type));
 }

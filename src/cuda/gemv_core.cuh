@@ -173,6 +173,17 @@ __device__ __forceinline__ void prefetch_weight_rows(const Matrix& m, int64_t fi
   if (tail_row) prefetch_l2(m.tail + (m.row_offset + first) * tail_row, (end - first) * tail_row);
 }
 
+// Lets `kernel` launch with up to `bytes` of dynamic shared memory, never lowering what an earlier
+// call allowed: a captured CUDA graph may hold launches of the same kernel that need more.
+template <class Kernel>
+void allow_smem(Kernel kernel, size_t bytes) {
+  cudaFuncAttributes attr;
+  RL_CUDA(cudaFuncGetAttributes(&attr, kernel));
+  if (bytes > static_cast<size_t>(attr.maxDynamicSharedSizeBytes))
+    RL_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(bytes)));
+}
+
 // Blocks of `kernel` (`threads` threads, smem bytes of dynamic shared memory) resident at once
 // on the whole GPU. A grid of more blocks runs in waves, and every wave pays the input staging
 // and the first round trip for weights again.
@@ -198,6 +209,7 @@ inline int lanes_for(int64_t n_gran) {
 
 // Stages in(x) (n values, a multiple of 8: rows are whole blocks of at least 8 values, which
 // layout_of checks at upload) into shared memory in the padded layout; ends synchronised.
+// Returns the RMSNorm's factor 1 / rms(x) (1 for the other inputs).
 // The input comes from L2 (written by the previous kernel), so every load of a thread is issued
 // before any is used: thread t takes the runs of 8 values starting at 8 (t + k blockDim),
 // k = 0..1 per round (one round for inputs up to 4096 values). A gated group (of `group` values,
@@ -206,8 +218,8 @@ inline int lanes_for(int64_t n_gran) {
 // The sums of squares are float. This staging is on every GEMV's critical path (timed with
 // globaltimer marks inside the decode graph, CUDA_DECODE.md, fifth pass).
 template <int GV>
-__device__ void stage_input(GemvIn mode, const float* x, int n, const float* norm,
-                            const float* gate, int group, float eps, float* xs) {
+__device__ float stage_input(GemvIn mode, const float* x, int n, const float* norm,
+                             const float* gate, int group, float eps, float* xs) {
   if (mode == GemvIn::RmsNorm && n <= 8 * static_cast<int>(blockDim.x)) {
     // The common case (the hidden state, 2048 values) in one run per thread, each value written
     // once: measured ~1 µs shorter per launch than the general path below.
@@ -232,7 +244,7 @@ __device__ void stage_input(GemvIn mode, const float* x, int n, const float* nor
                                                       v1.z * scale * w1.z, v1.w * scale * w1.w);
     }
     __syncthreads();
-    return;
+    return scale;
   }
   const int gl = group / 8;
   if (mode == GemvIn::GatedRmsNorm && (group % 8 != 0 || gl > 32 || (gl & (gl - 1)) != 0)) {
@@ -249,7 +261,7 @@ __device__ void stage_input(GemvIn mode, const float* x, int n, const float* nor
       }
     }
     __syncthreads();
-    return;
+    return 1.f;
   }
   __shared__ float red[32];
   constexpr int kRuns = 2;
@@ -307,9 +319,10 @@ __device__ void stage_input(GemvIn mode, const float* x, int n, const float* nor
       }
     }
   }
+  float scale = 1.f;
   if (mode == GemvIn::RmsNorm) {
     ss = block_sum(ss, red);
-    const float scale = 1.0f / sqrtf(ss / n + eps);
+    scale = 1.0f / sqrtf(ss / n + eps);
     // Each thread rescales the runs it wrote; with one round the norm weights, loaded with x,
     // are still in registers.
     if (n <= kRuns * 8 * static_cast<int>(blockDim.x)) {
@@ -332,6 +345,7 @@ __device__ void stage_input(GemvIn mode, const float* x, int n, const float* nor
     }
   }
   __syncthreads();
+  return scale;
 }
 
 }  // namespace rl::cuda

@@ -49,6 +49,28 @@ enum class GemvIn {
 };
 enum class GemvOut { Store, Add };  // y = W·in  |  y += W·in
 
+// ---- The router folded into the projection that completes the residual ---------------------
+// The MoE router and the shared expert's gate read rmsnorm(x) · norm, and 1 / rms(x) is a common
+// factor of all their logits. So the layer's output projection, each of whose CTAs completes some
+// rows of x, also adds those rows' share of W · (norm ⊙ x) to `acc`, and the MoE kernels apply
+// 1 / rms, which they compute anyway to normalise x: the router needs no launch of its own, one
+// fewer on every layer's critical path. The shares are added as 64-bit fixed-point integers
+// (kFoldUnits per 1.0), so the sums are exact and do not depend on the order in which the CTAs
+// finish: a step stays deterministic. A share is clamped to ±2^25 (far beyond a real model's
+// values), so that 256 CTAs cannot overflow the sum.
+struct RouterFold {
+  // [rows of the projection][fold_row_floats(n_logits)]: the logits' weights, transposed, each
+  // row padded to 16 bytes (16-byte aligned)
+  const float* w_t = nullptr;
+  const float* norm = nullptr;  // [rows of the projection]
+  int n_logits = 0;             // 0: no fold
+  long long* acc = nullptr;     // [n_logits]: zero before the projection
+};
+constexpr double kFoldUnits = 1073741824.0;  // 2^30
+constexpr int fold_row_floats(int n_logits) {
+  return (n_logits + 3) / 4 * 4;
+}
+
 struct GemvArgs {
   Matrix w;
   GemvIn in = GemvIn::Plain;
@@ -59,41 +81,41 @@ struct GemvArgs {
   float eps = 1e-6f;
   GemvOut out = GemvOut::Store;
   float* y = nullptr;
+  RouterFold fold;  // with GemvOut::Add, after y is complete
 };
 void gemv(const GemvArgs& args, cudaStream_t stream);
 
 // ---- Mixture of experts --------------------------------------------------------------------
-// Softmax router over n_expert logits: the top k (ties: lower index first) with weights
-// renormalised over the k. If shared_logit is given, slot k gets the shared expert:
-// ids[k] = 0, weights[k] = sigmoid(*shared_logit).
-void moe_route(const float* logits, int n_expert, int k, const float* shared_logit, int32_t* ids,
-               float* weights, cudaStream_t stream);
+// The routers read folded logits (RouterFold): logit e = folded[e] / kFoldUnits · factor, where
+// factor = 1 / rms(x) of the input the experts normalise. The top k (ties: lower index first)
+// with the softmax weights renormalised over the k; if shared is given, slot k gets the shared
+// expert: ids[k] = 0, weights[k] = sigmoid of its logit, folded[n_expert]. moe_route is that
+// selection alone, for the self-test; the gate/up below runs it in every CTA.
+void moe_route(const long long* folded, int n_expert, int k, float factor, bool shared,
+               int32_t* ids, float* weights, cudaStream_t stream);
 
 // act[s][r] = scale[s] * silu(gate_e·h)[r] * (up_e·h)[r] with e = ids[s] and
 // h = rmsnorm(x) * norm, for slots s < n_slots and rows r < gate.rows. With `route` set, the
-// kernel first picks the experts itself (moe_route's top-k over route->logits, n_slots = k):
-// ids and weights come from there and are also written to route->ids / route->weights (with the
-// shared expert's gate in slot k) for the kernels that follow.
+// kernel first picks the experts itself (moe_route over route->folded, n_slots = k, the factor
+// that of x): ids and weights come from there and are also written to route->ids /
+// route->weights (with the shared expert's gate in slot k) for the kernels that follow.
 struct RouteArgs {
-  const float* logits = nullptr;  // [n_expert], then the shared expert's gate logit
+  const long long* folded = nullptr;  // [n_expert], then the shared expert's gate
   int n_expert = 0;
   int32_t* ids = nullptr;    // [k + 1] out
   float* weights = nullptr;  // [k + 1] out
 };
 struct GateUpArgs {
   Matrix gate, up;
-  const int32_t* ids = nullptr;        // null: expert 0 in every slot (a plain matrix)
-  const float* scales = nullptr;       // null: 1 (or the gate below)
-  const float* scale_logit = nullptr;  // without scales: every slot's scale is sigmoid(*this)
-  const RouteArgs* route = nullptr;    // pick the experts in the kernel (ids, scales unused)
+  const int32_t* ids = nullptr;            // null: expert 0 in every slot (a plain matrix)
+  const float* scales = nullptr;           // null: 1 (or the gate below)
+  const long long* gate_folded = nullptr;  // without scales: every slot's scale is the sigmoid of
+                                           // this folded logit (the shared expert's gate)
+  const RouteArgs* route = nullptr;        // pick the experts in the kernel (ids, scales unused)
   int n_slots = 1;
   const float* x = nullptr;
   const float* norm = nullptr;
   float eps = 1e-6f;
-  // x was complete before the previous launch in the stream started (that launch reads it, as
-  // the router does), so the kernel may read it before waiting for that launch: a launch starts
-  // only once every block of its predecessor has passed its own wait.
-  bool x_settled = false;
   float* act = nullptr;  // [n_slots][gate.rows]
 };
 void moe_gate_up(const GateUpArgs& args, cudaStream_t stream);
@@ -108,6 +130,10 @@ struct DownArgs {
   const float* extra = nullptr;  // [down.rows], optional
   bool store = false;
   float* y = nullptr;
+  // Zeroed after the wait for the previous launch: the folded logits, which the gate/up before
+  // it (and the shared expert's, joined before it) have read, ready for the next layer's fold.
+  long long* clear = nullptr;
+  int clear_n = 0;
 };
 void moe_down(const DownArgs& args, cudaStream_t stream);
 

@@ -13,6 +13,7 @@
 #include "cuda/device.h"
 #include "cuda/gemv_core.cuh"
 #include "cuda/launch.cuh"
+#include "cuda/router_fold.cuh"
 #include "cuda/tc_gemv.cuh"
 
 namespace rl::cuda {
@@ -24,12 +25,11 @@ using gguf::TensorType;
 constexpr int kMaxExperts = 512;  // 16 logits per lane, in registers
 constexpr int kMaxSlots = 32;
 
-// Top-k of n logits by one warp (value descending, index ascending on ties), then the softmax
-// restricted to the chosen k, which equals the renormalised softmax. Writes ids[0..k) and
-// weights[0..k); with shared_logit, also slot k for the shared expert (id 0, weight
-// sigmoid(shared_logit)). ids/weights may be shared or global memory. The comparisons are on
-// order-preserving integer keys of the logits, the warp reductions in hardware (redux.sync,
-// sm_80+).
+// Top-k of n folded logits (RouterFold) by one warp (value descending, index ascending on ties).
+// The factor 1 / rms is positive and common to all, so the ranking needs only the folded values;
+// the softmax over the chosen k, which equals the renormalised softmax, is route_weight's. The
+// comparisons are on order-preserving integer keys of the values, the warp reductions in hardware
+// (redux.sync, sm_80+).
 __device__ __forceinline__ uint32_t order_key(float x) {  // x1 < x2  <=>  key(x1) < key(x2)
   const uint32_t b = __float_as_uint(x);
   return b & 0x80000000u ? ~b : b | 0x80000000u;
@@ -41,13 +41,16 @@ __device__ __forceinline__ float key_value(uint32_t k) {
 // used: converting each value before loading the next (the NaN test branches on it) had made
 // the 16 loads 16 serial round trips to L2, 2.2 µs more per MoE layer (CUDA_DECODE.md, sixth
 // pass).
-__device__ __forceinline__ void load_keys(const float* logits, int n,
+__device__ __forceinline__ void load_keys(const long long* folded, int n,
                                           uint32_t (&key)[kMaxExperts / 32]) {
   constexpr int J = kMaxExperts / 32;
   const int lane = threadIdx.x & 31;
+  long long f[J];
+#pragma unroll
+  for (int j = 0; j < J; ++j) f[j] = folded[min(lane + 32 * j, n - 1)];
   float x[J];
 #pragma unroll
-  for (int j = 0; j < J; ++j) x[j] = logits[min(lane + 32 * j, n - 1)];
+  for (int j = 0; j < J; ++j) x[j] = folded_value(f[j]);
 #pragma unroll
   for (int j = 0; j < J; ++j) {
     // NaN and -inf rank last among the real experts (as -FLT_MAX, ties by index); padding has
@@ -135,29 +138,40 @@ __device__ bool topk_threshold(const uint32_t (&key)[kMaxExperts / 32], int k, i
   return true;
 }
 
-__device__ void warp_topk(const float* logits, int n, int k, const float* shared_logit,
-                          int32_t* ids, float* weights) {
+// Writes ids[0..k) and, if top is given, the chosen values top[0..k) (descending).
+__device__ void warp_topk(const long long* folded, int n, int k, int32_t* ids, float* top) {
   const int lane = threadIdx.x & 31;
   uint32_t key[kMaxExperts / 32];
-  load_keys(logits, n, key);
+  load_keys(folded, n, key);
   uint32_t my_key;  // lane r < k: the key of rank r
   if (!topk_threshold(key, k, ids, my_key)) my_key = topk_rounds(key, k, ids);
-  const float my_logit = lane < k ? key_value(my_key) : 0.f;
-  const float top = __shfl_sync(kFullMask, my_logit, 0);
-  const float e = lane < k ? expf(my_logit - top) : 0.f;
-  const float sum = warp_sum(e);
-  if (lane < k) weights[lane] = e / sum;
-  if (lane == 0 && shared_logit) {
-    ids[k] = 0;
-    weights[k] = sigmoidf_exact(*shared_logit);
-  }
+  if (top && lane < k) top[lane] = key_value(my_key);
 }
 
-__global__ void route_kernel(const float* logits, int n_expert, int k, const float* shared_logit,
-                             int32_t* ids, float* weights) {
+// The weight of slot s of a route from its chosen values top[0..k) (descending) and the factor
+// 1 / rms: the softmax over the k; slot k, the shared expert's, is the sigmoid of top[k], its
+// gate's value. Every thread that needs a weight computes it in the same order.
+__device__ float route_weight(const float* top, int k, int s, float factor) {
+  if (s == k) return sigmoidf_exact(top[k] * factor);
+  float sum = 0.f;
+  for (int i = 0; i < k; ++i) sum += expf((top[i] - top[0]) * factor);
+  return expf((top[s] - top[0]) * factor) / sum;
+}
+
+__global__ void route_kernel(const long long* folded, int n_expert, int k, float factor,
+                             bool shared, int32_t* ids, float* weights) {
+  __shared__ float top[kMaxSlots + 1];
   pdl_launch_dependents();
   pdl_wait();
-  warp_topk(logits, n_expert, k, shared_logit, ids, weights);
+  warp_topk(folded, n_expert, k, ids, top);
+  const int lane = threadIdx.x & 31;
+  if (lane == 0) top[k] = folded_value(folded[n_expert]);
+  __syncwarp();
+  if (lane < k) weights[lane] = route_weight(top, k, lane, factor);
+  if (lane == 0 && shared) {
+    ids[k] = 0;
+    weights[k] = route_weight(top, k, k, factor);
+  }
 }
 
 // ---- Gate/up with SwiGLU: blockIdx.y = slot. --------------------------------------------------
@@ -171,22 +185,42 @@ struct GateUpParams {
   bool prefetch;
 };
 
-// The experts of the slots and their scales into shared memory (visible after the caller's next
-// barrier): picked here from the router logits (routed), or from ids / scales / scale_logit.
-__device__ void pick_slots(const GateUpParams& p, int32_t* slot_ids, float* slot_w) {
+// The experts of the slots into shared memory, with what their scales are made of (slot_top,
+// for slot_scale once the factor 1 / rms is known): picked here from the folded logits (routed:
+// the chosen values, then the shared gate's), or from ids and scales / gate_folded. Visible
+// after the caller's next barrier.
+__device__ void pick_slots(const GateUpParams& p, int32_t* slot_ids, float* slot_top) {
   const GateUpArgs& a = p.a;
-  const int warp = threadIdx.x >> 5;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   if (p.routed) {
-    const float* shared = p.route.logits + p.route.n_expert;
-    if (warp == 0) warp_topk(p.route.logits, p.route.n_expert, a.n_slots, shared, slot_ids, slot_w);
-    if (warp == 1 && blockIdx.x == 0 && blockIdx.y == 0)  // the copy the later kernels read
-      warp_topk(p.route.logits, p.route.n_expert, a.n_slots, shared, p.route.ids, p.route.weights);
+    const RouteArgs& r = p.route;
+    if (warp == 0) {
+      warp_topk(r.folded, r.n_expert, a.n_slots, slot_ids, slot_top);
+      if (lane == 0) slot_top[a.n_slots] = folded_value(r.folded[r.n_expert]);
+    }
+    if (warp == 1 && blockIdx.x == 0 && blockIdx.y == 0) {  // the copy the later kernels read
+      warp_topk(r.folded, r.n_expert, a.n_slots, r.ids, nullptr);
+      if (lane == 0) r.ids[a.n_slots] = 0;
+    }
   } else if (threadIdx.x < a.n_slots) {
     slot_ids[threadIdx.x] = a.ids ? a.ids[threadIdx.x] : 0;
-    slot_w[threadIdx.x] = a.scales        ? a.scales[threadIdx.x]
-                          : a.scale_logit ? sigmoidf_exact(*a.scale_logit)
-                                          : 1.0f;
+    slot_top[threadIdx.x] = a.scales        ? a.scales[threadIdx.x]
+                            : a.gate_folded ? folded_value(*a.gate_folded)
+                                            : 1.0f;
   }
+}
+
+// The scale of a slot, from pick_slots' values and the factor 1 / rms of x. CTA (0, 0) of a routed
+// launch also writes the route's weights (after the barrier that made slot_top visible).
+__device__ float slot_scale(const GateUpParams& p, const float* slot_top, int slot, float factor) {
+  const GateUpArgs& a = p.a;
+  if (p.routed) {
+    if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x <= a.n_slots)
+      p.route.weights[threadIdx.x] = route_weight(slot_top, a.n_slots, threadIdx.x, factor);
+    return route_weight(slot_top, a.n_slots, slot, factor);
+  }
+  if (!a.scales && a.gate_folded) return sigmoidf_exact(slot_top[slot] * factor);
+  return slot_top[slot];
 }
 
 // One row of gate and one of up per lane group, the granule loop unrolled 4 times: two rows of
@@ -198,7 +232,7 @@ __global__ void __launch_bounds__(kGemvThreads) gate_up_kernel(GateUpParams p) {
   extern __shared__ float4 smem[];
   float* xs = reinterpret_cast<float*>(smem);
   __shared__ int32_t slot_ids[kMaxSlots + 1];
-  __shared__ float slot_w[kMaxSlots + 1];
+  __shared__ float slot_top[kMaxSlots + 1];
   const GateUpArgs& a = p.a;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * p.rows_per_block;
   const int64_t end = min(first + p.rows_per_block, a.gate.rows);
@@ -209,12 +243,13 @@ __global__ void __launch_bounds__(kGemvThreads) gate_up_kernel(GateUpParams p) {
   const fmt::IqTables tables = stage_tables<T>(p.tables);
   pdl_wait();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  pick_slots(p, slot_ids, slot_w);
-  stage_input<F::kGranuleValues>(GemvIn::RmsNorm, a.x, static_cast<int>(a.gate.cols), a.norm,
-                                 nullptr, 0, a.eps, xs);  // ends synchronised
+  pick_slots(p, slot_ids, slot_top);
+  const float factor =
+      stage_input<F::kGranuleValues>(GemvIn::RmsNorm, a.x, static_cast<int>(a.gate.cols), a.norm,
+                                     nullptr, 0, a.eps, xs);  // ends synchronised
   const int slot = blockIdx.y;
   const int64_t e = slot_ids[slot];
-  const float scale = slot_w[slot];
+  const float scale = slot_scale(p, slot_top, slot, factor);
 
   const int L = p.lanes, sub = lane & (L - 1), rows_per_pass = 32 / L;
   const int n_gran = static_cast<int>(a.gate.cols / F::kGranuleValues);
@@ -241,7 +276,7 @@ template <TensorType T>
 __global__ void __launch_bounds__(32 * kGateUpMostWarps) gate_up_tc_kernel(GateUpParams p) {
   extern __shared__ float4 smem[];
   __shared__ int32_t slot_ids[kMaxSlots + 1];
-  __shared__ float slot_w[kMaxSlots + 1];
+  __shared__ float slot_top[kMaxSlots + 1];
   const GateUpArgs& a = p.a;
   const int n = static_cast<int>(a.gate.cols), n_kb = n / tc::kBlock;
   const tc::Staged st = tc::carve(smem, n);
@@ -267,13 +302,12 @@ __global__ void __launch_bounds__(32 * kGateUpMostWarps) gate_up_tc_kernel(GateU
   }
   const fmt::IqTables tables = tc::stage_tables<T>(p.tables);
   const tc::Input in{GemvIn::RmsNorm, a.x, a.norm, nullptr, 0, a.eps, n};
-  if (a.x_settled) tc::stage_own_blocks<T>(in, st);
   pdl_wait();
-  pick_slots(p, slot_ids, slot_w);
+  pick_slots(p, slot_ids, slot_top);
   __syncthreads();  // the slots and the tables
   e = slot_ids[slot];
   if (!fixed && rows.items.n > 0) raw = load(rows.items.index(0));
-  if (!a.x_settled) tc::stage_own_blocks<T>(in, st);  // while the first item's bytes arrive
+  tc::stage_own_blocks<T>(in, st);  // while the first item's bytes arrive
   tc::pipelined(rows.items, raw, load, [&](int i, const Raw& item) {
     float* out = partial + i * 2 * tc::kTileRows;
     float2 v[2];
@@ -283,7 +317,8 @@ __global__ void __launch_bounds__(32 * kGateUpMostWarps) gate_up_tc_kernel(GateU
   });
   pdl_launch_dependents();
   __syncthreads();
-  const float scale = slot_w[slot], factor = tc::input_factor(in, st);
+  const float factor = tc::input_factor(in, st);
+  const float scale = slot_scale(p, slot_top, slot, factor);
   for (int64_t j = threadIdx.x; j < rows.end - rows.first; j += blockDim.x) {
     const float gs = tc::row_total(partial, j, n_kb, 2 * tc::kTileRows) * factor;
     const float us = tc::row_total(partial + tc::kTileRows, j, n_kb, 2 * tc::kTileRows) * factor;
@@ -300,6 +335,12 @@ struct DownParams {
   bool prefetch;
 };
 
+__device__ __forceinline__ void clear_folded(const DownArgs& a) {
+  const int stride = static_cast<int>(gridDim.x * blockDim.x);
+  for (int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x); i < a.clear_n; i += stride)
+    a.clear[i] = 0;
+}
+
 template <TensorType T>
 __global__ void __launch_bounds__(kGemvThreads) down_kernel(DownParams p) {
   using F = fmt::Format<T>;
@@ -312,6 +353,7 @@ __global__ void __launch_bounds__(kGemvThreads) down_kernel(DownParams p) {
   if (!a.ids && p.prefetch) prefetch_weight_rows<T>(a.down, first, end);  // a fixed matrix
   const fmt::IqTables tables = stage_tables<T>(p.tables);
   pdl_wait();
+  clear_folded(a);
   const int seg = static_cast<int>(a.down.cols);  // values per slot
   // The slots' activations back to back: granules never straddle slots since seg is a
   // multiple of the block size.
@@ -374,6 +416,7 @@ __global__ void __launch_bounds__(32 * kDownMostWarps) down_tc_kernel(DownParams
   if (!a.ids && p.prefetch) prefetch_weight_rows<T>(a.down, rows.first, rows.end);
   const fmt::IqTables tables = tc::stage_tables<T>(p.tables);
   pdl_wait();
+  clear_folded(a);
   for (int s = threadIdx.x; s < a.n_slots; s += blockDim.x) expert[s] = a.ids ? a.ids[s] : 0;
   __syncthreads();  // the experts and the tables
   if (a.ids && has_items) raw = load(rows.items.index(0));
@@ -398,13 +441,6 @@ int rows_per_block_for(int64_t rows, int L, int64_t other_blocks, int64_t target
   return static_cast<int>(rows_per_pass * passes);
 }
 
-template <typename Kernel>
-void allow_smem(Kernel kernel, size_t smem) {
-  if (smem > 48 * 1024)
-    RL_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(smem)));
-}
-
 void check_topk(int k, int n_expert) {
   if (k < 1 || k > kMaxSlots || k > n_expert || n_expert > kMaxExperts)
     fail("MoE router: top-", k, " of ", n_expert, " experts is not supported (k <= ", kMaxSlots,
@@ -413,10 +449,10 @@ void check_topk(int k, int n_expert) {
 
 }  // namespace
 
-void moe_route(const float* logits, int n_expert, int k, const float* shared_logit, int32_t* ids,
-               float* weights, cudaStream_t stream) {
+void moe_route(const long long* folded, int n_expert, int k, float factor, bool shared,
+               int32_t* ids, float* weights, cudaStream_t stream) {
   check_topk(k, n_expert);
-  launch(route_kernel, dim3(1), dim3(32), 0, stream, logits, n_expert, k, shared_logit, ids,
+  launch(route_kernel, dim3(1), dim3(32), 0, stream, folded, n_expert, k, factor, shared, ids,
          weights);
 }
 
@@ -424,7 +460,11 @@ void moe_gate_up(const GateUpArgs& a, cudaStream_t stream) {
   if (a.gate.type != a.up.type || a.gate.cols != a.up.cols || a.gate.rows != a.up.rows)
     fail("MoE gate/up: gate and up must have the same type and shape");
   if (a.n_slots < 1 || a.n_slots > kMaxSlots) fail("MoE gate/up: ", a.n_slots, " slots");
-  if (a.route) check_topk(a.n_slots, a.route->n_expert);
+  if (a.route) {
+    check_topk(a.n_slots, a.route->n_expert);
+    if (!a.route->folded || !a.route->ids || !a.route->weights)
+      fail("MoE gate/up: a route needs its folded logits, ids and weights");
+  }
   const bool ok = fmt::dispatch(a.gate.type, [&]<TensorType T>() {
     using F = fmt::Format<T>;
     const int64_t n_gran = a.gate.cols / F::kGranuleValues;

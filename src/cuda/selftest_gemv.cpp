@@ -1,5 +1,6 @@
 // Self-test of the block decoders (bit-exact against rl::quant) and of the GEMV kernel in all
 // its input and output modes (float64 reference on the decoded weights).
+#include <cmath>
 #include <cstring>
 
 #include "cuda/layout.h"
@@ -131,6 +132,16 @@ void test_gemv(Reporter& r, uint64_t seed) {
       GemvArgs a;
       a.w = m.m, a.in = in, a.x = dx.get(), a.norm = dnorm.get(), a.gate = dgate.get();
       a.group = group, a.eps = eps, a.out = add ? GemvOut::Add : GemvOut::Store, a.y = dy.get();
+      // Every += case also folds a router into its output (RouterFold): the model's 513 logits
+      // on the larger shapes, a few elsewhere.
+      const int n_logits = s.rows >= 1000 ? 513 : 7, ld = fold_row_floats(n_logits);
+      auto fold_w = rng.normal(s.rows * ld, 0.05f);
+      for (int64_t j = 0; j < s.rows; ++j)  // the rows' padding never enters a sum
+        for (int e = n_logits; e < ld; ++e) fold_w[j * ld + e] = std::nanf("");
+      const auto fold_norm = rng.normal(s.rows, 0.2f, 1.0f);
+      Dev<float> dfold_w(fold_w), dfold_norm(fold_norm);
+      Dev<long long> dfolded(std::vector<long long>(n_logits, 0));
+      if (add) a.fold = {dfold_w.get(), dfold_norm.get(), n_logits, dfolded.get()};
       gemv(a, nullptr);
       const auto got = dy.download();
       const auto h = reference_input(in, x, norm, gate, group, eps);
@@ -142,6 +153,16 @@ void test_gemv(Reporter& r, uint64_t seed) {
         ref[i] = acc;
       }
       r.check(name, worst_relative(got, ref), 1e-4);
+      if (!add) continue;
+      const auto folded = dfolded.download();
+      std::vector<float> got_fold(n_logits);
+      std::vector<double> ref_fold(n_logits, 0.0);
+      for (int e = 0; e < n_logits; ++e) {
+        got_fold[e] = static_cast<float>(double(folded[e]) / kFoldUnits);
+        for (int64_t j = 0; j < s.rows; ++j)
+          ref_fold[e] += double(fold_w[j * ld + e]) * fold_norm[j] * ref[j];
+      }
+      r.check(name + " router fold", worst_relative(got_fold, ref_fold), 1e-4);
     }
   }
 }

@@ -12,40 +12,60 @@ namespace {
 
 using gguf::TensorType;
 
+// Folded logits (RouterFold) for the given values: round(l · kFoldUnits), exact for values of at
+// least 2^-7 in magnitude.
+std::vector<long long> fold(const std::vector<float>& logits) {
+  std::vector<long long> f(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) f[i] = std::llround(double(logits[i]) * kFoldUnits);
+  return f;
+}
+
+// The logits the router sees: folded values times the factor 1 / rms.
+std::vector<double> unfold(const std::vector<long long>& folded, double factor) {
+  std::vector<double> l(folded.size());
+  for (size_t i = 0; i < folded.size(); ++i) l[i] = double(folded[i]) / kFoldUnits * factor;
+  return l;
+}
+
 // The reference top-k: descending logits, ties to the lower index; weights renormalised.
-void reference_route(const std::vector<float>& logits, int k, std::vector<int>& ids,
+void reference_route(const std::vector<double>& logits, int k, std::vector<int>& ids,
                      std::vector<double>& weights) {
   std::vector<int> order(logits.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return logits[a] > logits[b]; });
   ids.assign(order.begin(), order.begin() + k);
   double sum = 0;
-  for (int i = 0; i < k; ++i) sum += std::exp(double(logits[ids[i]]) - logits[ids[0]]);
+  for (int i = 0; i < k; ++i) sum += std::exp(logits[ids[i]] - logits[ids[0]]);
   weights.resize(k);
-  for (int i = 0; i < k; ++i) weights[i] = std::exp(double(logits[ids[i]]) - logits[ids[0]]) / sum;
+  for (int i = 0; i < k; ++i) weights[i] = std::exp(logits[ids[i]] - logits[ids[0]]) / sum;
 }
 
+// The selection alone (moe_route) on folded logits, with a factor that is not 1.
 void route_case(Reporter& r, const std::string& name, std::vector<float> logits, int k,
                 float shared_logit) {
   if (!r.wanted(name)) return;
   const int n = static_cast<int>(logits.size());
+  const float factor = 0.75f;
   logits.push_back(shared_logit);
-  Dev<float> dl(logits);
+  const auto folded = fold(logits);
+  Dev<long long> df(folded);
   Dev<int32_t> ids(k + 1);
   Dev<float> w(k + 1);
   RL_CUDA(cudaMemset(ids.get(), 0xff, (k + 1) * 4));
   fill_nan(w.get(), w.n, nullptr);
-  moe_route(dl.get(), n, k, dl.get() + n, ids.get(), w.get(), nullptr);
+  moe_route(df.get(), n, k, factor, true, ids.get(), w.get(), nullptr);
   const auto got_ids = ids.download();
   const auto got_w = w.download();
-  logits.pop_back();
+  auto l = unfold(folded, factor);
+  const double shared = l.back();
+  l.pop_back();
   std::vector<int> ref_ids;
   std::vector<double> ref_w;
-  reference_route(logits, k, ref_ids, ref_w);
+  reference_route(l, k, ref_ids, ref_w);
   bool same = got_ids[k] == 0;
   for (int i = 0; i < k; ++i) same = same && got_ids[i] == ref_ids[i];
   std::vector<float> gw(got_w.begin(), got_w.end());
-  ref_w.push_back(sigmoid(shared_logit));
+  ref_w.push_back(sigmoid(shared));
   std::string detail = same ? "expert ids identical" : "";
   if (!same) {
     detail = "ids got";
@@ -101,40 +121,47 @@ void experts_case(Reporter& r, TensorType t, const std::vector<int32_t>& ids, bo
   Experts down(t, E, d, ff, seed + 3);
   const auto x = rng.normal(d);
   const auto norm = rng.normal(d, 0.2f, 1.0f);
-  auto scales = rng.uniform(k, 0.05f, 0.6f);
+  std::vector<double> scales;
+  for (float v : rng.uniform(k, 0.05f, 0.6f)) scales.push_back(v);
   const auto y0 = rng.normal(d);
-  // Router logits that select exactly `ids`, in order, plus the shared gate logit.
-  auto logits = rng.normal(E + 1, 0.3f);
-  for (int i = 0; i < k; ++i) logits[ids[i]] = 6.0f - 0.37f * i;
+  double ss = 0;
+  for (float v : x) ss += double(v) * v;
+  const double factor = 1.0 / std::sqrt(ss / d + 1e-6);  // 1 / rms(x)
+  std::vector<double> h(d);
+  for (int64_t i = 0; i < d; ++i) h[i] = x[i] * factor * norm[i];
+  // Folded router logits that select exactly `ids`, in order, plus the shared gate's; the
+  // kernel applies the factor of x.
+  auto raw = rng.normal(E + 1, 0.3f);
+  for (int i = 0; i < k; ++i) raw[ids[i]] = 6.0f - 0.37f * i;
+  const auto folded = fold(raw);
+  const auto logits = unfold(folded, factor);
   if (routed) {
     std::vector<int> ref_ids;
     std::vector<double> ref_w;
-    reference_route(std::vector<float>(logits.begin(), logits.begin() + E), k, ref_ids, ref_w);
-    for (int i = 0; i < k; ++i) scales[i] = static_cast<float>(ref_w[i]);
+    reference_route(std::vector<double>(logits.begin(), logits.begin() + E), k, ref_ids, ref_w);
+    for (int i = 0; i < k; ++i) scales[i] = ref_w[i];
   }
-  if (shared) scales[0] = static_cast<float>(sigmoid(logits[E]));
+  if (shared) scales[0] = sigmoid(logits[E]);
   const auto extra = rng.normal(d);
-  Dev<float> dx(x), dnorm(norm), dscales(scales), act(k * ff), dy(y0), dlogits(logits),
-      dextra(extra);
+  Dev<float> dx(x), dnorm(norm), dscales(std::vector<float>(scales.begin(), scales.end())),
+      act(k * ff), dy(y0), dextra(extra);
+  Dev<long long> dfolded(folded);
   if (shared) fill_nan(dy.get(), dy.n, nullptr);
   Dev<int32_t> dids(ids), out_ids(k + 1);
   Dev<float> out_w(k + 1);
   fill_nan(act.get(), act.n, nullptr);
   fill_nan(out_w.get(), out_w.n, nullptr);
   RouteArgs ra;
-  ra.logits = dlogits.get(), ra.n_expert = E, ra.ids = out_ids.get(), ra.weights = out_w.get();
+  ra.folded = dfolded.get(), ra.n_expert = E, ra.ids = out_ids.get(), ra.weights = out_w.get();
   GateUpArgs a;
   a.gate = g, a.up = u, a.n_slots = k;
   if (routed)
     a.route = &ra;
   else if (shared)
-    a.scale_logit = dlogits.get() + E;
+    a.gate_folded = dfolded.get() + E;
   else
     a.ids = dids.get(), a.scales = dscales.get();
   a.x = dx.get(), a.norm = dnorm.get(), a.eps = 1e-6f, a.act = act.get();
-  // As in the forward pass, the routed kernel reads x before it waits: x was uploaded before
-  // any launch, which makes it settled.
-  a.x_settled = routed;
   moe_gate_up(a, nullptr);
   const auto got_act = act.download();
   if (routed) {
@@ -145,13 +172,10 @@ void experts_case(Reporter& r, TensorType t, const std::vector<int32_t>& ids, bo
     r.verdict("moe in-kernel route ids " + tag, same, same ? "expert ids identical" : "ids differ");
     std::vector<double> want(scales.begin(), scales.end());
     want.push_back(sigmoid(logits[E]));
-    r.check("moe in-kernel route weights " + tag, worst_relative(gw, want), 1e-6);
+    // The kernel's factor 1 / rms comes from float sums of squares.
+    r.check("moe in-kernel route weights " + tag, worst_relative(gw, want), 1e-5);
   }
 
-  double ss = 0;
-  for (float v : x) ss += double(v) * v;
-  std::vector<double> h(d);
-  for (int64_t i = 0; i < d; ++i) h[i] = x[i] / std::sqrt(ss / d + 1e-6) * norm[i];
   std::vector<double> ref_act(k * ff);
   for (int s = 0; s < k; ++s)
     for (int64_t i = 0; i < ff; ++i) {
@@ -163,12 +187,17 @@ void experts_case(Reporter& r, TensorType t, const std::vector<int32_t>& ids, bo
   // The scale from the gate logit is computed as in the routed kernel: to float precision.
   r.check(n1, worst_relative(got_act, ref_act), 1e-4);
 
-  // Down from the GPU's activations, so this case measures the down kernel alone.
+  // Down from the GPU's activations, so this case measures the down kernel alone. It also
+  // zeroes the folded logits, as after a layer's gate/up.
   DownArgs dn;
   dn.down = down.tm.m, dn.ids = dids.get(), dn.n_slots = k, dn.act = act.get(), dn.y = dy.get();
   if (shared) dn.ids = nullptr, dn.store = true, dn.extra = dextra.get();
+  dn.clear = dfolded.get(), dn.clear_n = E + 1;
   moe_down(dn, nullptr);
   const auto got_y = dy.download();
+  const auto cleared = dfolded.download();
+  const bool zero = std::all_of(cleared.begin(), cleared.end(), [](long long v) { return v == 0; });
+  r.verdict(n2 + " clears the folded logits", zero, zero ? "all zero" : "some left");
   std::vector<double> ref_y(d);
   for (int64_t i = 0; i < d; ++i) {
     double acc = shared ? extra[i] : y0[i];

@@ -938,20 +938,22 @@ struct Plan {
 // Rows per CTA so that other_blocks × the CTAs over `rows` are one resident wave (as many tiles
 // per CTA as that takes, within kMaxSmem), each CTA of warps_for(n_kb, most_warps) warps, and the
 // kernel allowed the shared memory it needs.
+// `extra` adds shared memory for other work per row (the router fold), plus 16 bytes to align it.
 template <class Kernel>
 Plan plan(Kernel kernel, int most_warps, int64_t rows, int64_t n, int64_t other_blocks,
-          int sums = 1) {
+          int sums = 1, int64_t extra_row_bytes = 0) {
+  auto bytes = [&](int64_t r) {
+    return smem_bytes(n, r, sums) + (extra_row_bytes > 0 ? r * extra_row_bytes + 16 : 0);
+  };
   int64_t max_tiles = 1;
-  while (max_tiles < 64 && smem_bytes(n, 2 * max_tiles * kTileRows, sums) <= kMaxSmem)
-    max_tiles *= 2;
-  RL_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(smem_bytes(n, max_tiles * kTileRows, sums))));
+  while (max_tiles < 64 && bytes(2 * max_tiles * kTileRows) <= kMaxSmem) max_tiles *= 2;
+  allow_smem(kernel, bytes(max_tiles * kTileRows));
   const int threads = 32 * warps_for(n / kBlock, most_warps);
   const int64_t tiles = (rows + kTileRows - 1) / kTileRows;
-  const int64_t resident = resident_blocks(kernel, smem_bytes(n, kTileRows, sums), threads);
+  const int64_t resident = resident_blocks(kernel, bytes(kTileRows), threads);
   int64_t per = (tiles * other_blocks + resident - 1) / resident;
   per = per < 1 ? 1 : (per > max_tiles ? max_tiles : per);
-  return {static_cast<int>(per * kTileRows), smem_bytes(n, per * kTileRows, sums), threads};
+  return {static_cast<int>(per * kTileRows), bytes(per * kTileRows), threads};
 }
 
 }  // namespace rl::cuda::tc
