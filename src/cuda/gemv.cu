@@ -42,11 +42,12 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvParams p) {
   const int64_t end = min(first + p.rows_per_block, a.w.rows);
   const FoldSmem fold =
       fold_carve(xs + padded_size<F::kGranuleValues>(a.w.cols), a.fold, p.rows_per_block);
-  // While the previous kernel finishes: this block's weights into L2, the tables into smem.
+  // While the previous kernel finishes: this block's weights into L2, the tables and the router
+  // fold's rows into smem.
   if (p.prefetch) prefetch_weight_rows<T>(a.w, first, end);
   const fmt::IqTables tables = stage_tables<T>(p.tables);
-  pdl_wait();
   if (a.fold.n_logits > 0) fold_stage(a.fold, first, end, fold);
+  pdl_wait();
   stage_input<F::kGranuleValues>(a.in, a.x, static_cast<int>(a.w.cols), a.norm, a.gate, a.group,
                                  a.eps, xs);
 
@@ -158,8 +159,8 @@ __global__ void __launch_bounds__(32 * kTcMostWarps) gemv_tc_kernel(GemvParams p
   const fmt::IqTables tables = tc::stage_tables<T>(p.tables);
   __syncthreads();  // the tables
   const tc::Input in{a.in, a.x, a.norm, a.gate, a.group, a.eps, n};
-  pdl_wait();
   if (a.fold.n_logits > 0) fold_stage(a.fold, rows.first, rows.end, fold);
+  pdl_wait();
   tc::stage_own_blocks<T>(in, st);
   tc::sum_items<T>(rows, raw, load, st, n_kb, tables, partial);
   const float factor = tc::input_factor(in, st);
