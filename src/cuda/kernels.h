@@ -57,7 +57,8 @@ enum class GemvOut { Store, Add };  // y = W·in  |  y += W·in
 // fewer on every layer's critical path. The shares are added as 64-bit fixed-point integers
 // (kFoldUnits per 1.0), so the sums are exact and do not depend on the order in which the CTAs
 // finish: a step stays deterministic. A share is clamped to ±2^25 (far beyond a real model's
-// values), so that 256 CTAs cannot overflow the sum.
+// values), so the sum of up to 255 shares cannot overflow; more shares could only by reaching
+// the bound, i.e. with non-finite inputs, whose step is NaN anyway.
 struct RouterFold {
   // [rows of the projection][fold_row_floats(n_logits)]: the logits' weights, transposed, each
   // row padded to 16 bytes (16-byte aligned)

@@ -58,7 +58,7 @@ __device__ __forceinline__ void fold_finish(const RouterFold& f, const FoldSmem&
   for (int e = threadIdx.x; e < f.n_logits; e += blockDim.x) {
     float sum = 0.f;
     for (int r = 0; r < rows; ++r) sum = fmaf(s.w[r * ld + e], s.norm[r] * s.y[r], sum);
-    // ±2^55 units: 256 shares stay within int64. NaN lands on a bound (fmaxf drops it).
+    // ±2^55 units (kernels.h, RouterFold). NaN lands on a bound (fmaxf drops it).
     constexpr float kBound = 36028797018963968.f;  // 2^55
     const float units = fminf(fmaxf(sum * static_cast<float>(kFoldUnits), -kBound), kBound);
     atomicAdd(reinterpret_cast<unsigned long long*>(f.acc + e),
