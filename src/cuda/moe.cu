@@ -304,10 +304,15 @@ __global__ void __launch_bounds__(32 * kGateUpMostWarps) gate_up_tc_kernel(GateU
   const tc::Input in{GemvIn::RmsNorm, a.x, a.norm, nullptr, 0, a.eps, n};
   pdl_wait();
   pick_slots(p, slot_ids, slot_top);
+  // The warps that pick no experts stage their blocks of x meanwhile; the others after the
+  // barrier, while their first item's bytes arrive.
+  const int warp = threadIdx.x >> 5;
+  const bool picks = p.routed && (warp == 0 || (warp == 1 && blockIdx.x == 0 && blockIdx.y == 0));
+  if (!picks) tc::stage_own_blocks<T>(in, st);
   __syncthreads();  // the slots and the tables
   e = slot_ids[slot];
   if (!fixed && rows.items.n > 0) raw = load(rows.items.index(0));
-  tc::stage_own_blocks<T>(in, st);  // while the first item's bytes arrive
+  if (picks) tc::stage_own_blocks<T>(in, st);
   tc::pipelined(rows.items, raw, load, [&](int i, const Raw& item) {
     float* out = partial + i * 2 * tc::kTileRows;
     float2 v[2];
