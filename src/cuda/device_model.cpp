@@ -143,9 +143,6 @@ class Builder {
     for (const Part& p : parts) {
       if (p.tensor->cols() != cols)
         fail(p.tensor->name, ": cannot be concatenated with ", parts.front().tensor->name);
-      if (!quant::is_supported(p.tensor->type))
-        fail(p.tensor->name, ": the CUDA backend cannot decode type ",
-             gguf::type_name(p.tensor->type), " (use --backend cpu)");
       rows += p.count();
     }
     const int64_t ld = fold_row_floats(static_cast<int>(rows));
@@ -307,6 +304,10 @@ uint64_t row_bytes(const Matrix& m) {
 
 }  // namespace
 
+uint64_t router_fold_bytes(const model::Config& c) {
+  return static_cast<uint64_t>(fold_row_floats(c.n_expert + 1)) * c.n_embd * 4;
+}
+
 uint64_t matrix_bytes(const Matrix& m) {
   return row_bytes(m) * m.rows;
 }
@@ -361,7 +362,7 @@ uint64_t decode_step_weight_bytes(const DeviceModel& m) {
                (2ull * c.ssm_n_v_heads + c.ssm_head_dim) * 4;
     }
     const auto& e = L.moe;
-    total += static_cast<uint64_t>(fold_row_floats(c.n_expert + 1)) * c.n_embd * 4;  // router
+    total += router_fold_bytes(c);
     total += static_cast<uint64_t>(c.n_expert_used) *
              (row_bytes(e.gate) * e.gate.rows + row_bytes(e.up) * e.up.rows +
               row_bytes(e.down) * e.down.rows);

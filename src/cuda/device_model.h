@@ -88,5 +88,8 @@ uint64_t decode_step_weight_bytes(const DeviceModel& m);
 
 // Bytes a matrix occupies (bodies + tails).
 uint64_t matrix_bytes(const Matrix& m);
+// Bytes of the router and shared gate as folded into an output projection
+// (MoeWeightsGpu::router_t).
+uint64_t router_fold_bytes(const model::Config& c);
 
 }  // namespace rl::cuda

@@ -134,13 +134,13 @@ RL_HD uint32_t byte12(uint32_t w0, uint32_t w1, uint32_t w2, int k) {
   const uint32_t w = k < 4 ? w0 : (k < 8 ? w1 : w2);
   return byte_of(w, k & 3);
 }
-// ggml's ksigns_iq2xs: 7 sign bits plus an eighth that makes the parity even.
 // Q3_K's 16 6-bit scales from their 12 bytes (a0, a1, tmp), as ggml unpacks them: word w holds
 // the scales of groups 4w .. 4w + 3, one per byte, biased by 32.
 RL_HD uint32_t q3k_scales(uint32_t a0, uint32_t a1, uint32_t tmp, int w) {
   constexpr uint32_t kmask1 = 0x03030303u, kmask2 = 0x0f0f0f0fu;
   return (((w & 1 ? a1 : a0) >> (4 * (w >> 1))) & kmask2) | (((tmp >> (2 * w)) & kmask1) << 4);
 }
+// ggml's ksigns_iq2xs: 7 sign bits plus an eighth that makes the parity even.
 RL_HD uint32_t ksigns(uint32_t i) {
 #ifdef __CUDA_ARCH__
   return i | ((__popc(i) & 1u) << 7);

@@ -80,9 +80,6 @@ RouterFold router_fold(const DeviceModel& m, const LayerGpu& L, const SessionBuf
   f.acc = s.folded;
   return f;
 }
-uint64_t router_bytes(const model::Config& c) {
-  return static_cast<uint64_t>(fold_row_floats(c.n_expert + 1)) * c.n_embd * 4;
-}
 
 void attention_block(const DeviceModel& m, const LayerGpu& L, SessionBuffers& s,
                      const SessionBuffers::AttentionState& kv, const StepOptions& opt,
@@ -126,7 +123,7 @@ void attention_block(const DeviceModel& m, const LayerGpu& L, SessionBuffers& s,
   out.fold = router_fold(m, L, s);
   gemv(out, stream);
   note("attention output projection (+residual, router fold)",
-       matrix_bytes(L.attn.output) + router_bytes(c));
+       matrix_bytes(L.attn.output) + router_fold_bytes(c));
 }
 
 void deltanet_block(const DeviceModel& m, const LayerGpu& L, SessionBuffers& s,
@@ -157,7 +154,7 @@ void deltanet_block(const DeviceModel& m, const LayerGpu& L, SessionBuffers& s,
   out.fold = router_fold(m, L, s);
   gemv(out, stream);
   note("deltanet gated norm + output projection (+residual, router fold)",
-       matrix_bytes(w.out) + router_bytes(c));
+       matrix_bytes(w.out) + router_fold_bytes(c));
 }
 
 // The router's logits were folded into the output projection just before (RouterFold). The

@@ -117,17 +117,16 @@ void launch_shape(const GemvArgs& a, int L, cudaStream_t stream) {
   // The staged input, then the router fold's rows (a fold keeps a block within 96 KiB).
   const int64_t in_bytes = padded_size<F::kGranuleValues>(a.w.cols) * sizeof(float);
   auto smem_for = [&](int64_t rows) { return in_bytes + fold_smem_bytes(a.fold, rows); };
-  const int64_t most_passes =
-      a.fold.n_logits > 0 ? std::max<int64_t>(1, (96 * 1024 - in_bytes - 16) /
-                                                     (fold_row_bytes(a.fold) * rows_per_pass))
-                          : 64;
-  allow_smem(gemv_kernel<T, R, U>, smem_for(rows_per_pass * std::min<int64_t>(most_passes, 64)));
+  int64_t most_passes = 64;
+  if (a.fold.n_logits > 0)
+    while (most_passes > 1 && smem_for(rows_per_pass * most_passes) > 96 * 1024) --most_passes;
+  allow_smem(gemv_kernel<T, R, U>, smem_for(rows_per_pass * most_passes));
   // As many blocks as are resident at once, each covering whole passes of its 8 warps: tall
   // matrices give each block several passes (its rows prefetched into L2 at the start), so the
   // input is staged once per block and there is no second wave.
   const int64_t target_blocks = resident_blocks(gemv_kernel<T, R, U>, smem_for(rows_per_pass));
   int64_t passes = (a.w.rows + rows_per_pass * target_blocks - 1) / (rows_per_pass * target_blocks);
-  passes = std::clamp<int64_t>(passes, 1, std::min<int64_t>(most_passes, 64));
+  passes = std::clamp<int64_t>(passes, 1, most_passes);
   const size_t smem = smem_for(rows_per_pass * passes);
   GemvParams p{
       a, device_tables(), L, W, static_cast<int>(rows_per_pass * passes), prefetch_enabled()};
@@ -179,7 +178,7 @@ void launch_gemv(const GemvArgs& a, cudaStream_t stream) {
   if constexpr (tc::supported<T>()) {
     if (tc::input_supported(a.in, a.group) && tc::usable(a.w.rows, a.w.cols, 1)) {
       const tc::Plan plan = tc::plan(gemv_tc_kernel<T>, kTcMostWarps, a.w.rows, a.w.cols, 1, 1,
-                                     fold_row_bytes(a.fold));
+                                     [&](int64_t rows) { return fold_smem_bytes(a.fold, rows); });
       GemvParams p{a, device_tables(), 0, 0, plan.rows_per_block, prefetch_enabled()};
       const int64_t blocks = (a.w.rows + plan.rows_per_block - 1) / plan.rows_per_block;
       launch(gemv_tc_kernel<T>, dim3(static_cast<unsigned>(blocks)), dim3(plan.threads), plan.smem,

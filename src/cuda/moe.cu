@@ -188,26 +188,30 @@ struct GateUpParams {
 // The experts of the slots into shared memory, with what their scales are made of (slot_top,
 // for slot_scale once the factor 1 / rms is known): picked here from the folded logits (routed:
 // the chosen values, then the shared gate's), or from ids and scales / gate_folded. Visible
-// after the caller's next barrier.
-__device__ void pick_slots(const GateUpParams& p, int32_t* slot_ids, float* slot_top) {
+// after the caller's next barrier. Returns whether the calling warp ran a top-k.
+__device__ bool pick_slots(const GateUpParams& p, int32_t* slot_ids, float* slot_top) {
   const GateUpArgs& a = p.a;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   if (p.routed) {
     const RouteArgs& r = p.route;
+    const bool copy = warp == 1 && blockIdx.x == 0 && blockIdx.y == 0;
     if (warp == 0) {
       warp_topk(r.folded, r.n_expert, a.n_slots, slot_ids, slot_top);
       if (lane == 0) slot_top[a.n_slots] = folded_value(r.folded[r.n_expert]);
     }
-    if (warp == 1 && blockIdx.x == 0 && blockIdx.y == 0) {  // the copy the later kernels read
+    if (copy) {  // the copy the later kernels read
       warp_topk(r.folded, r.n_expert, a.n_slots, r.ids, nullptr);
       if (lane == 0) r.ids[a.n_slots] = 0;
     }
-  } else if (threadIdx.x < a.n_slots) {
+    return warp == 0 || copy;
+  }
+  if (threadIdx.x < a.n_slots) {
     slot_ids[threadIdx.x] = a.ids ? a.ids[threadIdx.x] : 0;
     slot_top[threadIdx.x] = a.scales        ? a.scales[threadIdx.x]
                             : a.gate_folded ? folded_value(*a.gate_folded)
                                             : 1.0f;
   }
+  return false;
 }
 
 // The scale of a slot, from pick_slots' values and the factor 1 / rms of x. CTA (0, 0) of a routed
@@ -303,11 +307,9 @@ __global__ void __launch_bounds__(32 * kGateUpMostWarps) gate_up_tc_kernel(GateU
   const fmt::IqTables tables = tc::stage_tables<T>(p.tables);
   const tc::Input in{GemvIn::RmsNorm, a.x, a.norm, nullptr, 0, a.eps, n};
   pdl_wait();
-  pick_slots(p, slot_ids, slot_top);
   // The warps that pick no experts stage their blocks of x meanwhile; the others after the
-  // barrier, while their first item's bytes arrive.
-  const int warp = threadIdx.x >> 5;
-  const bool picks = p.routed && (warp == 0 || (warp == 1 && blockIdx.x == 0 && blockIdx.y == 0));
+  // barrier, while their first item's bytes arrive (+2.3 % at 4K, CUDA_DECODE.md, fifteenth pass).
+  const bool picks = pick_slots(p, slot_ids, slot_top);
   if (!picks) tc::stage_own_blocks<T>(in, st);
   __syncthreads();  // the slots and the tables
   e = slot_ids[slot];

@@ -20,13 +20,9 @@ struct FoldSmem {
   float* norm;  // [rows]
   float* y;     // [rows]: the projection's final outputs, written by the kernel
 };
-// Bytes of shared memory a fold over `rows` rows takes per row, and in all (with room to align
-// its start).
-inline int64_t fold_row_bytes(const RouterFold& f) {
-  return f.n_logits > 0 ? (fold_row_floats(f.n_logits) + 2) * 4 : 0;
-}
+// Bytes of shared memory a fold over `rows` rows takes, with room to align its start.
 inline int64_t fold_smem_bytes(const RouterFold& f, int64_t rows) {
-  return f.n_logits > 0 ? rows * fold_row_bytes(f) + 16 : 0;
+  return f.n_logits > 0 ? rows * (fold_row_floats(f.n_logits) + 2) * 4 + 16 : 0;
 }
 // The fold's shared memory, from the first 16-byte boundary at or after `at`.
 __device__ __forceinline__ FoldSmem fold_carve(void* at, const RouterFold& f, int rows) {

@@ -938,13 +938,12 @@ struct Plan {
 // Rows per CTA so that other_blocks × the CTAs over `rows` are one resident wave (as many tiles
 // per CTA as that takes, within kMaxSmem), each CTA of warps_for(n_kb, most_warps) warps, and the
 // kernel allowed the shared memory it needs.
-// `extra` adds shared memory for other work per row (the router fold), plus 16 bytes to align it.
-template <class Kernel>
-Plan plan(Kernel kernel, int most_warps, int64_t rows, int64_t n, int64_t other_blocks,
-          int sums = 1, int64_t extra_row_bytes = 0) {
-  auto bytes = [&](int64_t r) {
-    return smem_bytes(n, r, sums) + (extra_row_bytes > 0 ? r * extra_row_bytes + 16 : 0);
-  };
+// extra_bytes(rows) adds shared memory for other work of a CTA of that many rows (the router
+// fold).
+template <class Kernel, class ExtraBytes>
+Plan plan(Kernel kernel, int most_warps, int64_t rows, int64_t n, int64_t other_blocks, int sums,
+          ExtraBytes&& extra_bytes) {
+  auto bytes = [&](int64_t r) { return smem_bytes(n, r, sums) + extra_bytes(r); };
   int64_t max_tiles = 1;
   while (max_tiles < 64 && bytes(2 * max_tiles * kTileRows) <= kMaxSmem) max_tiles *= 2;
   allow_smem(kernel, bytes(max_tiles * kTileRows));
@@ -954,6 +953,11 @@ Plan plan(Kernel kernel, int most_warps, int64_t rows, int64_t n, int64_t other_
   int64_t per = (tiles * other_blocks + resident - 1) / resident;
   per = per < 1 ? 1 : (per > max_tiles ? max_tiles : per);
   return {static_cast<int>(per * kTileRows), bytes(per * kTileRows), threads};
+}
+template <class Kernel>
+Plan plan(Kernel kernel, int most_warps, int64_t rows, int64_t n, int64_t other_blocks,
+          int sums = 1) {
+  return plan(kernel, most_warps, rows, n, other_blocks, sums, [](int64_t) { return int64_t{0}; });
 }
 
 }  // namespace rl::cuda::tc
