@@ -196,8 +196,11 @@ __device__ bool pick_slots(const GateUpParams& p, int32_t* slot_ids, float* slot
     const RouteArgs& r = p.route;
     const bool copy = warp == 1 && blockIdx.x == 0 && blockIdx.y == 0;
     if (warp == 0) {
+      // The shared gate's logit is loaded with the router's, not after the selection: a load
+      // there would add an L2 round trip before the barrier that releases the experts' loads.
+      const long long shared_gate = lane == 0 ? r.folded[r.n_expert] : 0;
       warp_topk(r.folded, r.n_expert, a.n_slots, slot_ids, slot_top);
-      if (lane == 0) slot_top[a.n_slots] = folded_value(r.folded[r.n_expert]);
+      if (lane == 0) slot_top[a.n_slots] = folded_value(shared_gate);
     }
     if (copy) {  // the copy the later kernels read
       warp_topk(r.folded, r.n_expert, a.n_slots, r.ids, nullptr);
