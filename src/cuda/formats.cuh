@@ -37,10 +37,6 @@ struct IqTables {
   const uint64_t* iq2xxs_grid;  // [256], byte j = magnitude of weight j
   const uint32_t* iq3xxs_grid;  // [256]
   const int8_t* iq4nl_values;   // [16]
-  // The tensor-core decoders' (tc_gemv.cuh; layout.h, TcIqTables).
-  const uint32_t* iq2xxs_codes = nullptr;
-  const uint32_t* iq2xxs_sign_nibbles = nullptr;
-  const uint2* sign_bytes = nullptr;
 };
 
 RL_HD float mul(float a, float b) {

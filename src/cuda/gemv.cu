@@ -155,13 +155,13 @@ __global__ void __launch_bounds__(32 * kTcMostWarps) gemv_tc_kernel(GemvParams p
   typename tc::Tc<T>::Raw raw{};
   if (rows.items.n > 0) raw = load(rows.items.index(0));  // weights are constant: before the wait
   if (p.prefetch) prefetch_weight_rows<T>(a.w, rows.first, rows.end);
-  const fmt::IqTables tables = tc::stage_tables<T>(p.tables);
+  tc::stage_tables<T>(p.tables);
   __syncthreads();  // the tables
   const tc::Input in{a.in, a.x, a.norm, a.gate, a.group, a.eps, n};
   if (a.fold.n_logits > 0) fold_stage(a.fold, rows.first, rows.end, fold);
   pdl_wait();
   tc::stage_own_blocks<T>(in, st);
-  tc::sum_items<T>(rows, raw, load, st, n_kb, tables, partial);
+  tc::sum_items<T>(rows, raw, load, st, n_kb, partial);
   const float factor = tc::input_factor(in, st);
   for (int64_t j = threadIdx.x; j < rows.end - rows.first; j += blockDim.x) {
     const float sum = tc::row_total(partial, j, n_kb, tc::kTileRows) * factor;

@@ -307,7 +307,7 @@ __global__ void __launch_bounds__(32 * kGateUpMostWarps) gate_up_tc_kernel(GateU
     prefetch_weight_rows<T>(a.gate, rows.first, rows.end);
     prefetch_weight_rows<T>(a.up, rows.first, rows.end);
   }
-  const fmt::IqTables tables = tc::stage_tables<T>(p.tables);
+  tc::stage_tables<T>(p.tables);
   const tc::Input in{GemvIn::RmsNorm, a.x, a.norm, nullptr, 0, a.eps, n};
   pdl_wait();
   // The warps that pick no experts stage their blocks of x meanwhile; the others after the
@@ -321,7 +321,7 @@ __global__ void __launch_bounds__(32 * kGateUpMostWarps) gate_up_tc_kernel(GateU
   tc::pipelined(rows.items, raw, load, [&](int i, const Raw& item) {
     float* out = partial + i * 2 * tc::kTileRows;
     float2 v[2];
-    tc::item_sums<T, 2>(item.m, st, i % n_kb, lane, tables, v);
+    tc::item_sums<T, 2>(item.m, st, i % n_kb, lane, v);
     tc::store_item(out, v[0], lane);
     tc::store_item(out + tc::kTileRows, v[1], lane);
   });
@@ -424,7 +424,7 @@ __global__ void __launch_bounds__(32 * kDownMostWarps) down_tc_kernel(DownParams
   const bool has_items = rows.items.n > 0;
   if (!a.ids && has_items) raw = load(rows.items.index(0));  // a fixed matrix: before the wait
   if (!a.ids && p.prefetch) prefetch_weight_rows<T>(a.down, rows.first, rows.end);
-  const fmt::IqTables tables = tc::stage_tables<T>(p.tables);
+  tc::stage_tables<T>(p.tables);
   pdl_wait();
   clear_folded(a);
   for (int s = threadIdx.x; s < a.n_slots; s += blockDim.x) expert[s] = a.ids ? a.ids[s] : 0;
@@ -432,7 +432,7 @@ __global__ void __launch_bounds__(32 * kDownMostWarps) down_tc_kernel(DownParams
   if (a.ids && has_items) raw = load(rows.items.index(0));
   const tc::Input in{GemvIn::Plain, a.act, nullptr, nullptr, 0, 0.f, n};
   tc::stage_own_blocks<T>(in, st);  // while the first item's bytes arrive
-  tc::sum_items<T>(rows, raw, load, st, n_kb, tables, partial);
+  tc::sum_items<T>(rows, raw, load, st, n_kb, partial);
   for (int64_t j = threadIdx.x; j < rows.end - rows.first; j += blockDim.x) {
     const int64_t r = rows.first + j;
     float sum = tc::row_total(partial, j, n_kb, tc::kTileRows);

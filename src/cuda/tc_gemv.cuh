@@ -62,6 +62,39 @@ __device__ __forceinline__ void mma(int (&d)[4], uint32_t a0, uint32_t a1, uint3
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b.x), "r"(b.y), "r"(0));
 }
 
+// The IQ decoders' lookup tables (layout.h, TcIqTables) in shared memory, filled by
+// stage_tables. Each is aligned to its size, so that entry i's address is the table's address or
+// i times the entry size, which one logic op can form with the index's mask. Through an array
+// index the SASS had an add after the mask for every lookup: on sm_90 a table's shared address
+// carries the CTA's place in its cluster, so it is not a constant a load can take as an offset.
+namespace Tables {
+static __shared__ __align__(1024) uint32_t iq2xxs_codes[256];
+static __shared__ __align__(512) uint32_t iq2xxs_sign_nibbles[128];
+static __shared__ __align__(1024) uint32_t iq3xxs_grid[256];
+static __shared__ __align__(1024) uint2 sign_bytes[128];
+}  // namespace Tables
+
+// Entry i (within the table) of an aligned table (Tables) at shared address `table`.
+__device__ __forceinline__ uint32_t entry(uint32_t table, uint32_t i) {
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(table | i << 2));
+  return v;
+}
+__device__ __forceinline__ uint2 entry2(uint32_t table, uint32_t i) {
+  uint2 v;
+  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(table | i << 3));
+  return v;
+}
+
+// Bytes of {b, a} picked by the selector's low four nibbles, as __byte_perm, for selectors whose
+// nibbles never have bit 3 set. prmt reads that bit as "replicate the sign", so __byte_perm masks
+// a selector in a register first, an instruction per call that these do not need.
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t selector) {
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(selector));
+  return d;
+}
+
 // The digit weights of this lane's two sum columns (2t, 2t + 1): 2^24 and 2^16 for lane t = 0,
 // 2^8 and 1 for t = 1, and with kHalves the same again for t = 2, 3 (without, their columns are
 // zero and any weight does; t == 0 rather than t & 1 there keeps the IQ3_XXS gate/up from
@@ -158,7 +191,7 @@ struct TcK {
   // quad's four lanes): out[m].
   template <int M>
   __device__ static void dot(const Raw (&raw)[M], const uint2* xb, float inv_scale,
-                             const float* xsum, int lane, const fmt::IqTables&, float2 (&out)[M]) {
+                             const float* xsum, int lane, float2 (&out)[M]) {
     const int t = lane & 3;
     uint32_t sc[M][2][2];  // [m][row][sub-blocks 0-3 / 4-7]: the 6-bit scales as bytes
     float min_term[M][2];  // this lane's sub-blocks 2t, 2t + 1 of the mins
@@ -270,18 +303,20 @@ struct Tc<TensorType::IQ2_XXS> {
   }
   template <int M>
   __device__ static void dot(const Raw (&raw)[M], const uint2* xb, float inv_scale, const float*,
-                             int lane, const fmt::IqTables& tables, float2 (&out)[M]) {
+                             int lane, float2 (&out)[M]) {
     const uint32_t magnitudes = 0x002B1908u, negated = 0x00D5E7F8u;  // 8 25 43 0, and -8 -25 -43 0
+    const uint32_t codes = smem_u32(Tables::iq2xxs_codes);
+    const uint32_t sign_nibbles = smem_u32(Tables::iq2xxs_sign_nibbles);
     // ggml: d · (0.5 + ls) / 4 · grid · sign = d / 8 · (2 ls + 1) · grid · sign.
     iq_item<M>(
         xb, lane, 0.125f * inv_scale,
         [&](int m, int r) { return fmt::iq2xxs::scale_pair(raw[m].v[r]); },
         [&](int m, int r, int s, uint32_t(&a)[2]) {
           const uint4& v = raw[m].v[r];
-          const uint32_t select = tables.iq2xxs_codes[fmt::iq2xxs::grid_index(v, s)] |
-                                  tables.iq2xxs_sign_nibbles[fmt::iq2xxs::sign_bits(v, s)];
-          a[0] = __byte_perm(magnitudes, negated, select);
-          a[1] = __byte_perm(magnitudes, negated, select >> 16);
+          const uint32_t select = entry(codes, fmt::iq2xxs::grid_index(v, s)) |
+                                  entry(sign_nibbles, fmt::iq2xxs::sign_bits(v, s));
+          a[0] = prmt(magnitudes, negated, select);  // nibbles 0-6: codes 0-2, sign in bit 2
+          a[1] = prmt(magnitudes, negated, select >> 16);
         },
         [&](int m, int r) { return fmt::f16(raw[m].d[r]); }, out);
   }
@@ -312,16 +347,18 @@ struct Tc<TensorType::IQ3_XXS> {
   }
   template <int M>
   __device__ static void dot(const Raw (&raw)[M], const uint2* xb, float inv_scale, const float*,
-                             int lane, const fmt::IqTables& tables, float2 (&out)[M]) {
+                             int lane, float2 (&out)[M]) {
     // ggml: d · (0.5 + ls) / 2 · grid · sign = d / 4 · (2 ls + 1) · grid · sign.
+    const uint32_t grid = smem_u32(Tables::iq3xxs_grid);
+    const uint32_t sign_bytes = smem_u32(Tables::sign_bytes);
     iq_item<M>(
         xb, lane, 0.25f * inv_scale,
         [&](int m, int r) { return fmt::iq_quarter::scale_pair(raw[m].sign[r].y); },
         [&](int m, int r, int s, uint32_t(&a)[2]) {
           const uint2 sg = raw[m].sign[r];
-          const uint2 x = tables.sign_bytes[fmt::iq_quarter::sign_bits(sg.x, sg.y, s)];
-          const uint32_t ga = tables.iq3xxs_grid[fmt::iq3xxs::grid_index(raw[m].index[r], s, 0)];
-          const uint32_t gb = tables.iq3xxs_grid[fmt::iq3xxs::grid_index(raw[m].index[r], s, 1)];
+          const uint2 x = entry2(sign_bytes, fmt::iq_quarter::sign_bits(sg.x, sg.y, s));
+          const uint32_t ga = entry(grid, fmt::iq3xxs::grid_index(raw[m].index[r], s, 0));
+          const uint32_t gb = entry(grid, fmt::iq3xxs::grid_index(raw[m].index[r], s, 1));
           a[0] = (ga ^ x.x) + (x.x & 0x01010101u);
           a[1] = (gb ^ x.y) + (x.y & 0x01010101u);
         },
@@ -373,7 +410,7 @@ struct Tc<TensorType::Q2_K> {
   }
   template <int M>
   __device__ static void dot(const Raw (&raw)[M], const uint2* xb, float inv_scale,
-                             const float* xsum, int lane, const fmt::IqTables&, float2 (&out)[M]) {
+                             const float* xsum, int lane, float2 (&out)[M]) {
     const int t = lane & 3;
     uint32_t sc[M][2][2];  // [m][row][sub-blocks 0-3 / 4-7]: the lane's group bytes
     float min_term[M][2];  // the mins' part of the lane's groups (own_group_sums)
@@ -442,7 +479,7 @@ struct Tc<TensorType::Q3_K> {
   }
   template <int M>
   __device__ static void dot(const Raw (&raw)[M], const uint2* xb, float inv_scale, const float*,
-                             int lane, const fmt::IqTables&, float2 (&out)[M]) {
+                             int lane, float2 (&out)[M]) {
     const int t = lane & 3;
     uint32_t sc[M][2][2];  // [m][row][sub-blocks 0-3 / 4-7]: the lane's group bytes (+ 32)
 #pragma unroll
@@ -509,7 +546,7 @@ struct Tc<TensorType::Q6_K> {
   }
   template <int M>
   __device__ static void dot(const Raw (&raw)[M], const uint2* xb, float inv_scale,
-                             const float* xsum, int lane, const fmt::IqTables&, float2 (&out)[M]) {
+                             const float* xsum, int lane, float2 (&out)[M]) {
     const int t = lane & 3;
     auto sc = [&](int m, int r, int s) {
       return static_cast<int>(static_cast<int8_t>(byte_at(raw[m].sc[r][s >> 2], s & 3)));
@@ -567,7 +604,7 @@ struct Tc<TensorType::Q8_0> {
   }
   template <int M>
   __device__ static void dot(const Raw (&raw)[M], const uint2* xb, float inv_scale, const float*,
-                             int lane, const fmt::IqTables&, float2 (&out)[M]) {
+                             int lane, float2 (&out)[M]) {
     auto scale = [](const uint4& d, int s) {
       const uint32_t w = s < 2 ? d.x : s < 4 ? d.y : s < 6 ? d.z : d.w;
       return fmt::f16(w >> (16 * (s & 1)));
@@ -595,27 +632,19 @@ constexpr bool supported() {
          T == TensorType::Q6_K || T == TensorType::Q8_0;
 }
 
-// The lookup tables the tensor-core decoder of T reads (layout.h, TcIqTables), copied into
-// shared memory; the caller synchronises before use.
+// Copies the lookup tables the tensor-core decoder of T reads (Tables) into shared memory; the
+// caller synchronises before use.
 template <TensorType T>
-__device__ fmt::IqTables stage_tables(const DeviceTables& g) {
-  fmt::IqTables t{nullptr, nullptr, nullptr};
+__device__ void stage_tables(const DeviceTables& g) {
   if constexpr (T == TensorType::IQ2_XXS) {
-    __shared__ uint32_t codes[256], sign_nibbles[128];
-    for (int i = threadIdx.x; i < 256; i += blockDim.x) codes[i] = g.iq2xxs_codes[i];
-    for (int i = threadIdx.x; i < 128; i += blockDim.x) sign_nibbles[i] = g.iq2xxs_sign_nibbles[i];
-    t.iq2xxs_codes = codes;
-    t.iq2xxs_sign_nibbles = sign_nibbles;
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) Tables::iq2xxs_codes[i] = g.iq2xxs_codes[i];
+    for (int i = threadIdx.x; i < 128; i += blockDim.x)
+      Tables::iq2xxs_sign_nibbles[i] = g.iq2xxs_sign_nibbles[i];
   }
   if constexpr (T == TensorType::IQ3_XXS) {
-    __shared__ uint32_t grid[256];
-    __shared__ uint2 sign_bytes[128];
-    for (int i = threadIdx.x; i < 256; i += blockDim.x) grid[i] = g.iq3xxs_grid[i];
-    for (int i = threadIdx.x; i < 128; i += blockDim.x) sign_bytes[i] = g.sign_bytes[i];
-    t.iq3xxs_grid = grid;
-    t.sign_bytes = sign_bytes;
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) Tables::iq3xxs_grid[i] = g.iq3xxs_grid[i];
+    for (int i = threadIdx.x; i < 128; i += blockDim.x) Tables::sign_bytes[i] = g.sign_bytes[i];
   }
-  return t;
 }
 
 // ---- The staged input -------------------------------------------------------------------------
@@ -813,10 +842,9 @@ struct WarpItems {
 // the item's two results per matrix.
 template <TensorType T, int M>
 __device__ __forceinline__ void item_sums(const typename Tc<T>::Raw (&raw)[M], const Staged& st,
-                                          int kb, int lane, const fmt::IqTables& tables,
-                                          float2 (&v)[M]) {
+                                          int kb, int lane, float2 (&v)[M]) {
   Tc<T>::template dot<M>(raw, st.xb + kb * kSteps * kFragLanes, st.inv_scale[kb], st.xsum + kb * 16,
-                         lane, tables, v);
+                         lane, v);
 #pragma unroll
   for (int m = 0; m < M; ++m) {
 #pragma unroll
@@ -895,13 +923,12 @@ __device__ __forceinline__ void pipelined(const WarpItems& items, Raw raw, Load&
 // partial[i][kTileRows]; then lets the next kernel start and synchronises the block.
 template <TensorType T, class Load>
 __device__ __forceinline__ void sum_items(const CtaRows& rows, typename Tc<T>::Raw first,
-                                          Load&& load, const Staged& st, int n_kb,
-                                          const fmt::IqTables& tables, float* partial) {
+                                          Load&& load, const Staged& st, int n_kb, float* partial) {
   const int lane = threadIdx.x & 31;
   pipelined(rows.items, first, load, [&](int i, const auto& item) {
     const typename Tc<T>::Raw raw[1] = {item};
     float2 v[1];
-    item_sums<T, 1>(raw, st, i % n_kb, lane, tables, v);
+    item_sums<T, 1>(raw, st, i % n_kb, lane, v);
     store_item(partial + i * kTileRows, v[0], lane);
   });
   pdl_launch_dependents();
