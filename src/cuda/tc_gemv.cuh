@@ -63,18 +63,19 @@ __device__ __forceinline__ void mma(int (&d)[4], uint32_t a0, uint32_t a1, uint3
 }
 
 // The IQ decoders' lookup tables (layout.h, TcIqTables) in shared memory, filled by
-// stage_tables. Each is aligned to its size, so that entry i's address is the table's address or
-// i times the entry size, which one logic op can form with the index's mask. Through an array
-// index the SASS had an add after the mask for every lookup: on sm_90 a table's shared address
-// carries the CTA's place in its cluster, so it is not a constant a load can take as an offset.
-namespace Tables {
+// stage_tables. Each is aligned to its size, so that entry i's address is the table's address |
+// i · (entry size), a bitwise or that one logic op can form with the index's mask. Through an
+// array index the SASS had an add after the mask for every lookup: on sm_90 a table's shared
+// address carries the CTA's place in its cluster, so it is not a constant a load can take as an
+// offset.
+namespace iq_tables {
 static __shared__ __align__(1024) uint32_t iq2xxs_codes[256];
 static __shared__ __align__(512) uint32_t iq2xxs_sign_nibbles[128];
 static __shared__ __align__(1024) uint32_t iq3xxs_grid[256];
 static __shared__ __align__(1024) uint2 sign_bytes[128];
-}  // namespace Tables
+}  // namespace iq_tables
 
-// Entry i (within the table) of an aligned table (Tables) at shared address `table`.
+// Entry i (within the table) of an aligned table (iq_tables) at shared address `table`.
 __device__ __forceinline__ uint32_t entry(uint32_t table, uint32_t i) {
   uint32_t v;
   asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(table | i << 2));
@@ -305,8 +306,8 @@ struct Tc<TensorType::IQ2_XXS> {
   __device__ static void dot(const Raw (&raw)[M], const uint2* xb, float inv_scale, const float*,
                              int lane, float2 (&out)[M]) {
     const uint32_t magnitudes = 0x002B1908u, negated = 0x00D5E7F8u;  // 8 25 43 0, and -8 -25 -43 0
-    const uint32_t codes = smem_u32(Tables::iq2xxs_codes);
-    const uint32_t sign_nibbles = smem_u32(Tables::iq2xxs_sign_nibbles);
+    const uint32_t codes = smem_u32(iq_tables::iq2xxs_codes);
+    const uint32_t sign_nibbles = smem_u32(iq_tables::iq2xxs_sign_nibbles);
     // ggml: d · (0.5 + ls) / 4 · grid · sign = d / 8 · (2 ls + 1) · grid · sign.
     iq_item<M>(
         xb, lane, 0.125f * inv_scale,
@@ -349,8 +350,8 @@ struct Tc<TensorType::IQ3_XXS> {
   __device__ static void dot(const Raw (&raw)[M], const uint2* xb, float inv_scale, const float*,
                              int lane, float2 (&out)[M]) {
     // ggml: d · (0.5 + ls) / 2 · grid · sign = d / 4 · (2 ls + 1) · grid · sign.
-    const uint32_t grid = smem_u32(Tables::iq3xxs_grid);
-    const uint32_t sign_bytes = smem_u32(Tables::sign_bytes);
+    const uint32_t grid = smem_u32(iq_tables::iq3xxs_grid);
+    const uint32_t sign_bytes = smem_u32(iq_tables::sign_bytes);
     iq_item<M>(
         xb, lane, 0.25f * inv_scale,
         [&](int m, int r) { return fmt::iq_quarter::scale_pair(raw[m].sign[r].y); },
@@ -632,18 +633,20 @@ constexpr bool supported() {
          T == TensorType::Q6_K || T == TensorType::Q8_0;
 }
 
-// Copies the lookup tables the tensor-core decoder of T reads (Tables) into shared memory; the
+// Copies the lookup tables the tensor-core decoder of T reads (iq_tables) into shared memory; the
 // caller synchronises before use.
 template <TensorType T>
 __device__ void stage_tables(const DeviceTables& g) {
   if constexpr (T == TensorType::IQ2_XXS) {
-    for (int i = threadIdx.x; i < 256; i += blockDim.x) Tables::iq2xxs_codes[i] = g.iq2xxs_codes[i];
+    for (int i = threadIdx.x; i < 256; i += blockDim.x)
+      iq_tables::iq2xxs_codes[i] = g.iq2xxs_codes[i];
     for (int i = threadIdx.x; i < 128; i += blockDim.x)
-      Tables::iq2xxs_sign_nibbles[i] = g.iq2xxs_sign_nibbles[i];
+      iq_tables::iq2xxs_sign_nibbles[i] = g.iq2xxs_sign_nibbles[i];
   }
   if constexpr (T == TensorType::IQ3_XXS) {
-    for (int i = threadIdx.x; i < 256; i += blockDim.x) Tables::iq3xxs_grid[i] = g.iq3xxs_grid[i];
-    for (int i = threadIdx.x; i < 128; i += blockDim.x) Tables::sign_bytes[i] = g.sign_bytes[i];
+    for (int i = threadIdx.x; i < 256; i += blockDim.x)
+      iq_tables::iq3xxs_grid[i] = g.iq3xxs_grid[i];
+    for (int i = threadIdx.x; i < 128; i += blockDim.x) iq_tables::sign_bytes[i] = g.sign_bytes[i];
   }
 }
 
