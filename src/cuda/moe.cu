@@ -295,14 +295,13 @@ __global__ void __launch_bounds__(32 * kGateUpMostWarps) gate_up_tc_kernel(GateU
   struct Raw {
     typename tc::Tc<T>::Raw m[2];  // gate, up
   };
-  auto load = [&](int i) {
-    const int tile = i / n_kb, kb = i % n_kb;
-    return Raw{{tc::load_item<T>(a.gate, e, rows, tile, kb, lane),
-                tc::load_item<T>(a.up, e, rows, tile, kb, lane)}};
+  auto load = [&](tc::Item it) {
+    return Raw{{tc::load_item<T>(a.gate, e, rows, it.tile, it.kb, lane),
+                tc::load_item<T>(a.up, e, rows, it.tile, it.kb, lane)}};
   };
   Raw raw{};
   const bool fixed = !p.routed && !a.ids;  // the shared expert: constant, before the wait
-  if (fixed && rows.items.n > 0) raw = load(rows.items.index(0));
+  if (fixed && rows.items.n > 0) raw = load(rows.items.first());
   if (fixed && p.prefetch) {
     prefetch_weight_rows<T>(a.gate, rows.first, rows.end);
     prefetch_weight_rows<T>(a.up, rows.first, rows.end);
@@ -316,12 +315,12 @@ __global__ void __launch_bounds__(32 * kGateUpMostWarps) gate_up_tc_kernel(GateU
   if (!picks) tc::stage_own_blocks<T>(in, st);
   __syncthreads();  // the slots and the tables
   e = slot_ids[slot];
-  if (!fixed && rows.items.n > 0) raw = load(rows.items.index(0));
+  if (!fixed && rows.items.n > 0) raw = load(rows.items.first());
   if (picks) tc::stage_own_blocks<T>(in, st);
-  tc::pipelined(rows.items, raw, load, [&](int i, const Raw& item) {
-    float* out = partial + i * 2 * tc::kTileRows;
+  tc::pipelined(rows.items, raw, load, [&](tc::Item it, const Raw& item) {
+    float* out = partial + (it.tile * n_kb + it.kb) * 2 * tc::kTileRows;
     float2 v[2];
-    tc::item_sums<T, 2>(item.m, st, i % n_kb, lane, v);
+    tc::item_sums<T, 2>(item.m, st, it.kb, lane, v);
     tc::store_item(out, v[0], lane);
     tc::store_item(out + tc::kTileRows, v[1], lane);
   });
@@ -415,21 +414,21 @@ __global__ void __launch_bounds__(32 * kDownMostWarps) down_tc_kernel(DownParams
   float* partial = tc::after(st, n);  // [tile][kb][16]
   const tc::CtaRows rows = tc::cta_rows(p.rows_per_block, a.down.rows, n_kb);
   const int lane = threadIdx.x & 31;
-  auto load = [&](int i) {
-    const int kb = i % n_kb, slot = kb / kb_per_slot;
-    return tc::load_item<T>(a.down, a.ids ? expert[slot] : 0, rows, i / n_kb,
-                            kb - slot * kb_per_slot, lane);
+  auto load = [&](tc::Item it) {
+    const int slot = it.kb / kb_per_slot;
+    return tc::load_item<T>(a.down, a.ids ? expert[slot] : 0, rows, it.tile,
+                            it.kb - slot * kb_per_slot, lane);
   };
   typename tc::Tc<T>::Raw raw{};
   const bool has_items = rows.items.n > 0;
-  if (!a.ids && has_items) raw = load(rows.items.index(0));  // a fixed matrix: before the wait
+  if (!a.ids && has_items) raw = load(rows.items.first());  // a fixed matrix: before the wait
   if (!a.ids && p.prefetch) prefetch_weight_rows<T>(a.down, rows.first, rows.end);
   tc::stage_tables<T>(p.tables);
   pdl_wait();
   clear_folded(a);
   for (int s = threadIdx.x; s < a.n_slots; s += blockDim.x) expert[s] = a.ids ? a.ids[s] : 0;
   __syncthreads();  // the experts and the tables
-  if (a.ids && has_items) raw = load(rows.items.index(0));
+  if (a.ids && has_items) raw = load(rows.items.first());
   const tc::Input in{GemvIn::Plain, a.act, nullptr, nullptr, 0, 0.f, n};
   tc::stage_own_blocks<T>(in, st);  // while the first item's bytes arrive
   tc::sum_items<T>(rows, raw, load, st, n_kb, partial);
