@@ -37,17 +37,19 @@ __device__ __forceinline__ uint32_t order_key(float x) {  // x1 < x2  <=>  key(x
 __device__ __forceinline__ float key_value(uint32_t k) {
   return __uint_as_float(k & 0x80000000u ? k & 0x7fffffffu : ~k);
 }
-// The keys of this lane's logits (indices lane + 32 j). All loads are issued before any value is
+// The keys of this lane's logits (indices lane + 32 j), and the value after the n logits (the
+// shared expert's gate), loaded in the same batch. All loads are issued before any value is
 // used: converting each value before loading the next (the NaN test branches on it) had made
 // the 16 loads 16 serial round trips to L2, 2.2 µs more per MoE layer (CUDA_DECODE.md, sixth
-// pass).
-__device__ __forceinline__ void load_keys(const long long* folded, int n,
-                                          uint32_t (&key)[kMaxExperts / 32]) {
+// pass); loading the gate's value after the selection cost one more (sixteenth pass).
+__device__ __forceinline__ float load_keys(const long long* folded, int n,
+                                           uint32_t (&key)[kMaxExperts / 32]) {
   constexpr int J = kMaxExperts / 32;
   const int lane = threadIdx.x & 31;
   long long f[J];
 #pragma unroll
   for (int j = 0; j < J; ++j) f[j] = folded[min(lane + 32 * j, n - 1)];
+  const long long after = folded[n];
   float x[J];
 #pragma unroll
   for (int j = 0; j < J; ++j) x[j] = folded_value(f[j]);
@@ -59,6 +61,7 @@ __device__ __forceinline__ void load_keys(const long long* folded, int n,
     const float v = x[j] == x[j] ? fmaxf(x[j], -FLT_MAX) + 0.f : -FLT_MAX;
     key[j] = lane + 32 * j < n ? order_key(v) : 0u;
   }
+  return folded_value(after);
 }
 // The rounds of a warp arg-max over all of a lane's keys (value descending, index ascending on
 // ties): lane r gets the key of round r, lane 0 writes ids[0..k). The general path of warp_topk.
@@ -138,14 +141,16 @@ __device__ bool topk_threshold(const uint32_t (&key)[kMaxExperts / 32], int k, i
   return true;
 }
 
-// Writes ids[0..k) and, if top is given, the chosen values top[0..k) (descending).
+// Writes ids[0..k) and, if top is given, the chosen values top[0..k) (descending) and top[k],
+// the value of folded[n] (the shared expert's gate).
 __device__ void warp_topk(const long long* folded, int n, int k, int32_t* ids, float* top) {
   const int lane = threadIdx.x & 31;
   uint32_t key[kMaxExperts / 32];
-  load_keys(folded, n, key);
+  const float after = load_keys(folded, n, key);
   uint32_t my_key;  // lane r < k: the key of rank r
   if (!topk_threshold(key, k, ids, my_key)) my_key = topk_rounds(key, k, ids);
   if (top && lane < k) top[lane] = key_value(my_key);
+  if (top && lane == 0) top[k] = after;
 }
 
 // The weight of slot s of a route from its chosen values top[0..k) (descending) and the factor
@@ -165,7 +170,6 @@ __global__ void route_kernel(const long long* folded, int n_expert, int k, float
   pdl_wait();
   warp_topk(folded, n_expert, k, ids, top);
   const int lane = threadIdx.x & 31;
-  if (lane == 0) top[k] = folded_value(folded[n_expert]);
   __syncwarp();
   if (lane < k) weights[lane] = route_weight(top, k, lane, factor);
   if (lane == 0 && shared) {
@@ -195,13 +199,7 @@ __device__ bool pick_slots(const GateUpParams& p, int32_t* slot_ids, float* slot
   if (p.routed) {
     const RouteArgs& r = p.route;
     const bool copy = warp == 1 && blockIdx.x == 0 && blockIdx.y == 0;
-    if (warp == 0) {
-      // The shared gate's logit is loaded with the router's, not after the selection: a load
-      // there would add an L2 round trip before the barrier that releases the experts' loads.
-      const long long shared_gate = lane == 0 ? r.folded[r.n_expert] : 0;
-      warp_topk(r.folded, r.n_expert, a.n_slots, slot_ids, slot_top);
-      if (lane == 0) slot_top[a.n_slots] = folded_value(shared_gate);
-    }
+    if (warp == 0) warp_topk(r.folded, r.n_expert, a.n_slots, slot_ids, slot_top);
     if (copy) {  // the copy the later kernels read
       warp_topk(r.folded, r.n_expert, a.n_slots, r.ids, nullptr);
       if (lane == 0) r.ids[a.n_slots] = 0;
