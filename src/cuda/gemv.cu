@@ -151,7 +151,8 @@ __global__ void __launch_bounds__(32 * kTcMostWarps) gemv_tc_kernel(GemvParams p
   const FoldSmem fold = fold_carve(partial + p.rows_per_block * n_kb, a.fold, p.rows_per_block);
   const tc::CtaRows rows = tc::cta_rows(p.rows_per_block, a.w.rows, n_kb);
   const int lane = threadIdx.x & 31;
-  auto load = [&](tc::Item it) { return tc::load_item<T>(a.w, 0, rows, it.tile, it.kb, lane); };
+  const tc::CtaBase base = tc::cta_base<T>(a.w, 0, rows);
+  auto load = [&](tc::Item it) { return tc::load_item<T>(base, rows, it, lane); };
   typename tc::Tc<T>::Raw raw{};
   if (rows.items.n > 0) raw = load(rows.items.first());  // weights are constant: before the wait
   if (p.prefetch) prefetch_weight_rows<T>(a.w, rows.first, rows.end);

@@ -289,16 +289,21 @@ __global__ void __launch_bounds__(32 * kGateUpMostWarps) gate_up_tc_kernel(GateU
   const tc::CtaRows rows = tc::cta_rows(p.rows_per_block, a.gate.rows, n_kb);
   const int slot = blockIdx.y;
   const int lane = threadIdx.x & 31;
-  int64_t e = 0;  // this slot's expert, once known
+  tc::CtaBase base[2];  // gate, up of this slot's expert, once known
   struct Raw {
     typename tc::Tc<T>::Raw m[2];  // gate, up
   };
   auto load = [&](tc::Item it) {
-    return Raw{{tc::load_item<T>(a.gate, e, rows, it.tile, it.kb, lane),
-                tc::load_item<T>(a.up, e, rows, it.tile, it.kb, lane)}};
+    return Raw{
+        {tc::load_item<T>(base[0], rows, it, lane), tc::load_item<T>(base[1], rows, it, lane)}};
+  };
+  auto find_expert = [&](int64_t e) {
+    base[0] = tc::cta_base<T>(a.gate, e, rows);
+    base[1] = tc::cta_base<T>(a.up, e, rows);
   };
   Raw raw{};
   const bool fixed = !p.routed && !a.ids;  // the shared expert: constant, before the wait
+  if (fixed) find_expert(0);
   if (fixed && rows.items.n > 0) raw = load(rows.items.first());
   if (fixed && p.prefetch) {
     prefetch_weight_rows<T>(a.gate, rows.first, rows.end);
@@ -312,7 +317,7 @@ __global__ void __launch_bounds__(32 * kGateUpMostWarps) gate_up_tc_kernel(GateU
   const bool picks = pick_slots(p, slot_ids, slot_top);
   if (!picks) tc::stage_own_blocks<T>(in, st);
   __syncthreads();  // the slots and the tables
-  e = slot_ids[slot];
+  if (!fixed) find_expert(slot_ids[slot]);
   if (!fixed && rows.items.n > 0) raw = load(rows.items.first());
   if (picks) tc::stage_own_blocks<T>(in, st);
   tc::pipelined(rows.items, raw, load, [&](tc::Item it, const Raw& item) {
@@ -404,7 +409,7 @@ __global__ void __launch_bounds__(kGemvThreads) down_kernel(DownParams p) {
 template <TensorType T>
 __global__ void __launch_bounds__(32 * kDownMostWarps) down_tc_kernel(DownParams p) {
   extern __shared__ float4 smem[];
-  __shared__ int64_t expert[kMaxSlots + 1];
+  __shared__ tc::CtaBase expert[kMaxSlots + 1];  // each slot's expert
   const DownArgs& a = p.a;
   const int seg = static_cast<int>(a.down.cols), n = seg * a.n_slots;
   const int n_kb = n / tc::kBlock, kb_per_slot = seg / tc::kBlock;
@@ -412,10 +417,11 @@ __global__ void __launch_bounds__(32 * kDownMostWarps) down_tc_kernel(DownParams
   float* partial = tc::after(st, n);  // [tile][kb][16]
   const tc::CtaRows rows = tc::cta_rows(p.rows_per_block, a.down.rows, n_kb);
   const int lane = threadIdx.x & 31;
+  const tc::CtaBase fixed = tc::cta_base<T>(a.down, 0, rows);
   auto load = [&](tc::Item it) {
     const int slot = it.kb / kb_per_slot;
-    return tc::load_item<T>(a.down, a.ids ? expert[slot] : 0, rows, it.tile,
-                            it.kb - slot * kb_per_slot, lane);
+    return tc::load_item<T>(a.ids ? expert[slot] : fixed, rows,
+                            {it.tile, it.kb - slot * kb_per_slot}, lane);
   };
   typename tc::Tc<T>::Raw raw{};
   const bool has_items = rows.items.n > 0;
@@ -424,7 +430,9 @@ __global__ void __launch_bounds__(32 * kDownMostWarps) down_tc_kernel(DownParams
   tc::stage_tables<T>(p.tables);
   pdl_wait();
   clear_folded(a);
-  for (int s = threadIdx.x; s < a.n_slots; s += blockDim.x) expert[s] = a.ids ? a.ids[s] : 0;
+  if (a.ids)
+    for (int s = threadIdx.x; s < a.n_slots; s += blockDim.x)
+      expert[s] = tc::cta_base<T>(a.down, a.ids[s], rows);
   __syncthreads();  // the experts and the tables
   if (a.ids && has_items) raw = load(rows.items.first());
   const tc::Input in{GemvIn::Plain, a.act, nullptr, nullptr, 0, 0.f, n};
