@@ -889,9 +889,9 @@ __device__ __forceinline__ CtaRows cta_rows(int rows_per_block, int64_t rows, in
 }
 
 // Where the CTA's first row of matrix m (expert e) starts, and the bytes of a row. An item's
-// addresses are 32-bit offsets from here (a CTA's rows span a few MB at most): computed from the
-// row number in 64 bits, with the expert's offset, they took ~100 of an IQ2_XXS gate/up item's
-// ~720 instructions (SASS).
+// addresses are 32-bit offsets from here: a CTA has at most 64 tiles (plan) of rows whose input
+// fits the staging's shared memory, tens of MB at most. Computed from the row number in 64 bits,
+// with the expert's offset, they took ~100 of an IQ2_XXS gate/up item's ~720 instructions (SASS).
 struct CtaBase {
   const uint8_t* body;
   const uint8_t* tail;
