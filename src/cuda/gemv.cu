@@ -162,7 +162,7 @@ __global__ void __launch_bounds__(32 * kTcMostWarps) gemv_tc_kernel(GemvParams p
   if (a.fold.n_logits > 0) fold_stage(a.fold, rows.first, rows.end, fold);
   pdl_wait();
   tc::stage_own_blocks<T>(in, st);
-  tc::sum_items<T>(rows, raw, load, st, n_kb, partial);
+  tc::sum_items<T>(rows, raw, load, st, partial);
   const float factor = tc::input_factor(in, st);
   for (int64_t j = threadIdx.x; j < rows.end - rows.first; j += blockDim.x) {
     const float sum = tc::row_total(partial, j, n_kb, tc::kTileRows) * factor;

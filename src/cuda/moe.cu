@@ -321,7 +321,7 @@ __global__ void __launch_bounds__(32 * kGateUpMostWarps) gate_up_tc_kernel(GateU
   if (!fixed && rows.items.n > 0) raw = load(rows.items.first());
   if (picks) tc::stage_own_blocks<T>(in, st);
   tc::pipelined(rows.items, raw, load, [&](tc::Item it, const Raw& item) {
-    float* out = partial + (it.tile * n_kb + it.kb) * 2 * tc::kTileRows;
+    float* out = partial + rows.items.number(it) * 2 * tc::kTileRows;
     float2 v[2];
     tc::item_sums<T, 2>(item.m, st, it.kb, lane, v);
     tc::store_item(out, v[0], lane);
@@ -437,7 +437,7 @@ __global__ void __launch_bounds__(32 * kDownMostWarps) down_tc_kernel(DownParams
   if (a.ids && has_items) raw = load(rows.items.first());
   const tc::Input in{GemvIn::Plain, a.act, nullptr, nullptr, 0, 0.f, n};
   tc::stage_own_blocks<T>(in, st);  // while the first item's bytes arrive
-  tc::sum_items<T>(rows, raw, load, st, n_kb, partial);
+  tc::sum_items<T>(rows, raw, load, st, partial);
   for (int64_t j = threadIdx.x; j < rows.end - rows.first; j += blockDim.x) {
     const int64_t r = rows.first + j;
     float sum = tc::row_total(partial, j, n_kb, tc::kTileRows);

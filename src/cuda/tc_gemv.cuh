@@ -846,6 +846,7 @@ struct WarpItems {
     if (it.kb >= n_kb) it.kb = static_cast<int>(threadIdx.x >> 5), ++it.tile;
     return it;
   }
+  __device__ int number(Item it) const { return it.tile * n_kb + it.kb; }  // within the CTA
 };
 
 // One warp item: rows g and g+8 (lane = 4g + t) of a tile at block kb of M matrices, from the
@@ -954,13 +955,13 @@ __device__ __forceinline__ void pipelined(const WarpItems& items, Raw raw, Load&
 // partial[i][kTileRows]; then lets the next kernel start and synchronises the block.
 template <TensorType T, class Load>
 __device__ __forceinline__ void sum_items(const CtaRows& rows, typename Tc<T>::Raw first,
-                                          Load&& load, const Staged& st, int n_kb, float* partial) {
+                                          Load&& load, const Staged& st, float* partial) {
   const int lane = threadIdx.x & 31;
   pipelined(rows.items, first, load, [&](Item it, const auto& item) {
     const typename Tc<T>::Raw raw[1] = {item};
     float2 v[1];
     item_sums<T, 1>(raw, st, it.kb, lane, v);
-    store_item(partial + (it.tile * n_kb + it.kb) * kTileRows, v[0], lane);
+    store_item(partial + rows.items.number(it) * kTileRows, v[0], lane);
   });
   pdl_launch_dependents();
   __syncthreads();
