@@ -28,8 +28,27 @@ struct GemvParams {
   int lanes;           // lanes per row within a warp
   int warps_per_row;   // W: > 1 only with lanes == 32
   int rows_per_block;  // consecutive rows handled by one block
-  bool prefetch;       // weights into L2 before waiting for the previous kernel
+  // Rows of its block that a block prefetches into L2 before waiting for the previous kernel
+  // (prefetch_rows_for): 0 with RL_CUDA_PREFETCH=0.
+  int64_t prefetch_rows;
 };
+
+// Rows per block to prefetch: the grid together asks for at most 1/16 of L2. The prefetch only
+// has to cover the latency of a block's first loads after the wait. Asking for more was slower,
+// presumably because it competes with the previous kernel's reads and, for the output head's
+// 255 MB, overflows the L2 (60 MB on the H200). Decode steps there (80B, 4K positions, tok/s):
+// all rows 495, half of L2 498, 1/8 503, 1/16 to 1/128 504-505, none 498 (CUDA_DECODE.md,
+// nineteenth pass).
+template <TensorType T>
+int64_t prefetch_rows_for(const Matrix& m, int64_t rows_per_block) {
+  if (!prefetch_enabled()) return 0;
+  constexpr int64_t kShareOfL2 = 16;
+  const int64_t row_bytes = body_row_bytes<T>(m.cols) + tail_row_bytes<T>(m.cols);
+  const int64_t blocks = (m.rows + rows_per_block - 1) / rows_per_block;
+  const int64_t budget = static_cast<int64_t>(current_device().l2_bytes) / kShareOfL2;
+  const int64_t rows = budget / std::max<int64_t>(1, blocks * row_bytes);
+  return std::clamp<int64_t>(rows, 1, rows_per_block);
+}
 
 template <TensorType T, int R, int U>
 __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvParams p) {
@@ -44,7 +63,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvParams p) {
       fold_carve(xs + padded_size<F::kGranuleValues>(a.w.cols), a.fold, p.rows_per_block);
   // While the previous kernel finishes: this block's weights into L2, the tables and the router
   // fold's rows into smem.
-  if (p.prefetch) prefetch_weight_rows<T>(a.w, first, end);
+  if (p.prefetch_rows > 0) prefetch_weight_rows<T>(a.w, first, min(end, first + p.prefetch_rows));
   const fmt::IqTables tables = stage_tables<T>(p.tables);
   if (a.fold.n_logits > 0) fold_stage(a.fold, first, end, fold);
   pdl_wait();
@@ -122,14 +141,18 @@ void launch_shape(const GemvArgs& a, int L, cudaStream_t stream) {
     while (most_passes > 1 && smem_for(rows_per_pass * most_passes) > 96 * 1024) --most_passes;
   allow_smem(gemv_kernel<T, R, U>, smem_for(rows_per_pass * most_passes));
   // As many blocks as are resident at once, each covering whole passes of its 8 warps: tall
-  // matrices give each block several passes (its rows prefetched into L2 at the start), so the
-  // input is staged once per block and there is no second wave.
+  // matrices give each block several passes (the first rows prefetched into L2 at the start), so
+  // the input is staged once per block and there is no second wave.
   const int64_t target_blocks = resident_blocks(gemv_kernel<T, R, U>, smem_for(rows_per_pass));
   int64_t passes = (a.w.rows + rows_per_pass * target_blocks - 1) / (rows_per_pass * target_blocks);
   passes = std::clamp<int64_t>(passes, 1, most_passes);
   const size_t smem = smem_for(rows_per_pass * passes);
-  GemvParams p{
-      a, device_tables(), L, W, static_cast<int>(rows_per_pass * passes), prefetch_enabled()};
+  GemvParams p{a,
+               device_tables(),
+               L,
+               W,
+               static_cast<int>(rows_per_pass * passes),
+               prefetch_rows_for<T>(a.w, rows_per_pass * passes)};
   const int64_t blocks = (a.w.rows + p.rows_per_block - 1) / p.rows_per_block;
   launch(gemv_kernel<T, R, U>, dim3(static_cast<unsigned>(blocks)), dim3(kGemvThreads), smem,
          stream, p);
@@ -155,7 +178,8 @@ __global__ void __launch_bounds__(32 * kTcMostWarps) gemv_tc_kernel(GemvParams p
   auto load = [&](tc::Item it) { return tc::load_item<T>(base, rows, it, lane); };
   typename tc::Tc<T>::Raw raw{};
   if (rows.items.n > 0) raw = load(rows.items.first());  // weights are constant: before the wait
-  if (p.prefetch) prefetch_weight_rows<T>(a.w, rows.first, rows.end);
+  if (p.prefetch_rows > 0)
+    prefetch_weight_rows<T>(a.w, rows.first, min(rows.end, rows.first + p.prefetch_rows));
   tc::stage_tables<T>(p.tables);
   __syncthreads();  // the tables
   const tc::Input in{a.in, a.x, a.norm, a.gate, a.group, a.eps, n};
@@ -180,7 +204,8 @@ void launch_gemv(const GemvArgs& a, cudaStream_t stream) {
     if (tc::input_supported(a.in, a.group) && tc::usable(a.w.rows, a.w.cols, 1)) {
       const tc::Plan plan = tc::plan(gemv_tc_kernel<T>, kTcMostWarps, a.w.rows, a.w.cols, 1, 1,
                                      [&](int64_t rows) { return fold_smem_bytes(a.fold, rows); });
-      GemvParams p{a, device_tables(), 0, 0, plan.rows_per_block, prefetch_enabled()};
+      GemvParams p{a, device_tables(),     0,
+                   0, plan.rows_per_block, prefetch_rows_for<T>(a.w, plan.rows_per_block)};
       const int64_t blocks = (a.w.rows + plan.rows_per_block - 1) / plan.rows_per_block;
       launch(gemv_tc_kernel<T>, dim3(static_cast<unsigned>(blocks)), dim3(plan.threads), plan.smem,
              stream, p);
