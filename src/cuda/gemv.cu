@@ -37,8 +37,8 @@ struct GemvParams {
 // has to cover the latency of a block's first loads after the wait. Asking for more was slower,
 // presumably because it competes with the previous kernel's reads and, for the output head's
 // 255 MB, overflows the L2 (60 MB on the H200). Decode steps there (80B, 4K positions, tok/s):
-// all rows 495, half of L2 498, 1/8 503, 1/16 to 1/128 504-505, none 498 (CUDA_DECODE.md,
-// nineteenth pass).
+// all rows 494-496, half of L2 497-498, 1/8 503, 1/16 to 1/128 501-506, none 498-499
+// (CUDA_DECODE.md, nineteenth pass).
 template <TensorType T>
 int64_t prefetch_rows_for(const Matrix& m, int64_t rows_per_block) {
   if (!prefetch_enabled()) return 0;
