@@ -147,12 +147,8 @@ void launch_shape(const GemvArgs& a, int L, cudaStream_t stream) {
   int64_t passes = (a.w.rows + rows_per_pass * target_blocks - 1) / (rows_per_pass * target_blocks);
   passes = std::clamp<int64_t>(passes, 1, most_passes);
   const size_t smem = smem_for(rows_per_pass * passes);
-  GemvParams p{a,
-               device_tables(),
-               L,
-               W,
-               static_cast<int>(rows_per_pass * passes),
-               prefetch_rows_for<T>(a.w, rows_per_pass * passes)};
+  GemvParams p{a, device_tables(), L, W, static_cast<int>(rows_per_pass * passes), 0};
+  p.prefetch_rows = prefetch_rows_for<T>(a.w, p.rows_per_block);
   const int64_t blocks = (a.w.rows + p.rows_per_block - 1) / p.rows_per_block;
   launch(gemv_kernel<T, R, U>, dim3(static_cast<unsigned>(blocks)), dim3(kGemvThreads), smem,
          stream, p);
@@ -204,8 +200,8 @@ void launch_gemv(const GemvArgs& a, cudaStream_t stream) {
     if (tc::input_supported(a.in, a.group) && tc::usable(a.w.rows, a.w.cols, 1)) {
       const tc::Plan plan = tc::plan(gemv_tc_kernel<T>, kTcMostWarps, a.w.rows, a.w.cols, 1, 1,
                                      [&](int64_t rows) { return fold_smem_bytes(a.fold, rows); });
-      GemvParams p{a, device_tables(),     0,
-                   0, plan.rows_per_block, prefetch_rows_for<T>(a.w, plan.rows_per_block)};
+      GemvParams p{a, device_tables(), 0, 0, plan.rows_per_block, 0};
+      p.prefetch_rows = prefetch_rows_for<T>(a.w, p.rows_per_block);
       const int64_t blocks = (a.w.rows + plan.rows_per_block - 1) / plan.rows_per_block;
       launch(gemv_tc_kernel<T>, dim3(static_cast<unsigned>(blocks)), dim3(plan.threads), plan.smem,
              stream, p);
