@@ -237,6 +237,19 @@ void bench_decode(const DecodeBenchOptions& o, std::FILE* out) {
   std::fprintf(out, "bench decode: %s on %s (loaded in %.1f s)\n", o.model_path.c_str(),
                dev.name.c_str(), load_s);
   std::fprintf(out, "device-to-device copy bandwidth (read + written): %.1f GB/s\n", gb(copy_bw));
+  {  // what the step's last node, the logits' copy to the host, takes alone
+    cudaStream_t s;
+    RL_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    const size_t bytes = static_cast<size_t>(c.n_vocab) * sizeof(float);
+    DeviceBuffer d(bytes);
+    PinnedBuffer h(bytes);
+    const auto ms = time_launches(s, 20, [&] {
+      RL_CUDA(cudaMemcpyAsync(h.data(), d.data(), bytes, cudaMemcpyDeviceToHost, s));
+    });
+    RL_CUDA(cudaStreamDestroy(s));
+    std::fprintf(out, "logits copy to the host alone (%.0f KB): %.1f us (median of 20)\n",
+                 bytes / 1e3, stats_of(ms).median * 1e3);
+  }
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(c.n_vocab - 1));
   bool header = false;
@@ -271,20 +284,28 @@ void bench_decode(const DecodeBenchOptions& o, std::FILE* out) {
       cs->fill_random_state(P, 42);
       for (int i = 0; i < kWarmupSteps; ++i) cs->decode(token(rng));
       cs->fill_random_state(P, 42);
-      std::vector<double> secs;
+      cs->set_time_steps(true);
+      std::vector<double> secs, gpu_secs;
       for (int i = 0; i < o.tokens; ++i) {
         const int32_t t = token(rng);
         const auto t0 = std::chrono::steady_clock::now();
         cs->decode(t);
         secs.push_back(
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        gpu_secs.push_back(cs->last_step_gpu_seconds());
       }
+      cs->set_time_steps(false);
       const Stats st = stats_of(secs);
       const double limit = copy_bw / bytes;
       std::fprintf(out, "%-9lld %-5s %10.1f %8.1f..%-8.1f %9.3f %10.1f %11.1f %8.1f%%\n",
                    static_cast<long long>(P), engine::kv_type_name(kv), 1.0 / st.median,
                    1.0 / st.max, 1.0 / st.min, st.median * 1e3, bytes / 1e6, limit,
                    100.0 * (1.0 / st.median) / limit);
+      const Stats gpu = stats_of(gpu_secs);
+      std::fprintf(out,
+                   "    on the GPU (events around the step, its two copies included): %.3f ms "
+                   "(%.3f..%.3f); the rest of the wall time (launch, wake-up): %.1f us\n",
+                   gpu.median * 1e3, gpu.min * 1e3, gpu.max * 1e3, (st.median - gpu.median) * 1e6);
       std::fflush(out);
       if (o.breakdown) {
         cs->fill_random_state(P, 42);

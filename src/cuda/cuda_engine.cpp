@@ -61,6 +61,8 @@ CudaSession::CudaSession(const DeviceModel& model, const engine::SessionOptions&
   RL_CUDA(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
   RL_CUDA(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
   RL_CUDA(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
+  RL_CUDA(cudaEventCreate(&step_begin_));
+  RL_CUDA(cudaEventCreate(&step_end_));
   host_step_ = PinnedBuffer(2 * sizeof(int32_t));
   host_logits_ = PinnedBuffer(static_cast<size_t>(c.n_vocab) * sizeof(float));
   device_tables();  // uploads the lookup tables now, outside any graph capture
@@ -71,6 +73,8 @@ CudaSession::~CudaSession() {
   for (auto& [split, exec] : graphs_) cudaGraphExecDestroy(exec);
   if (fork_) cudaEventDestroy(fork_);
   if (join_) cudaEventDestroy(join_);
+  if (step_begin_) cudaEventDestroy(step_begin_);
+  if (step_end_) cudaEventDestroy(step_end_);
   if (side_stream_) cudaStreamDestroy(side_stream_);
   if (stream_) cudaStreamDestroy(stream_);
 }
@@ -155,12 +159,20 @@ void CudaSession::run_step(int32_t token) {
   in[0] = token;
   in[1] = static_cast<int32_t>(position_);
   const int split = attention_split_for(position_, buffers_->attn_grid, forced_attention_split());
-  if (use_graphs_) {
-    RL_CUDA(cudaGraphLaunch(graph_for(split), stream_));
+  const cudaGraphExec_t graph = use_graphs_ ? graph_for(split) : nullptr;  // captured untimed
+  if (time_steps_) RL_CUDA(cudaEventRecord(step_begin_, stream_));
+  if (graph) {
+    RL_CUDA(cudaGraphLaunch(graph, stream_));
   } else {
     enqueue_step(split, nullptr);
   }
+  if (time_steps_) RL_CUDA(cudaEventRecord(step_end_, stream_));
   RL_CUDA(cudaStreamSynchronize(stream_));
+  if (time_steps_) {
+    float ms = 0;
+    RL_CUDA(cudaEventElapsedTime(&ms, step_begin_, step_end_));
+    last_step_gpu_s_ = ms * 1e-3;
+  }
   ++position_;
   has_logits_ = true;
 }

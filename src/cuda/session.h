@@ -33,6 +33,10 @@ class CudaSession final : public engine::Session {
   void step_observed(int32_t token, StepObserver& observer);
   // Run steps through CUDA graphs (default) or launch by launch.
   void set_use_graphs(bool on) { use_graphs_ = on; }
+  // Benchmarks: time each step on the GPU with events around its launch (the graph with its two
+  // copies), so that the rest of a step's wall time (launch, wake-up) can be told apart.
+  void set_time_steps(bool on) { time_steps_ = on; }
+  double last_step_gpu_seconds() const { return last_step_gpu_s_; }
   cudaStream_t stream() const { return stream_; }
   const SessionBuffers& buffers() const { return *buffers_; }
   const DeviceModel& model() const { return model_; }
@@ -53,6 +57,9 @@ class CudaSession final : public engine::Session {
   cudaStream_t stream_ = nullptr;
   cudaStream_t side_stream_ = nullptr;  // the step's concurrent launches (StepStreams)
   cudaEvent_t fork_ = nullptr, join_ = nullptr;
+  cudaEvent_t step_begin_ = nullptr, step_end_ = nullptr;  // set_time_steps
+  bool time_steps_ = false;
+  double last_step_gpu_s_ = 0;
   PinnedBuffer host_step_;                 // [token, position] read by the graph's first copy
   PinnedBuffer host_logits_;               // written by the graph's last copy
   std::map<int, cudaGraphExec_t> graphs_;  // by attention split size
