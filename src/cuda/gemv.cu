@@ -33,23 +33,6 @@ struct GemvParams {
   int64_t prefetch_rows;
 };
 
-// Rows per block to prefetch: the grid together asks for at most 1/16 of L2. The prefetch only
-// has to cover the latency of a block's first loads after the wait. Asking for more was slower,
-// presumably because it competes with the previous kernel's reads and, for the output head's
-// 255 MB, overflows the L2 (60 MB on the H200). Decode steps there (80B, 4K positions, tok/s):
-// all rows 494-496, half of L2 497-498, 1/8 503, 1/16 to 1/128 501-506, none 498-499
-// (CUDA_DECODE.md, nineteenth pass).
-template <TensorType T>
-int64_t prefetch_rows_for(const Matrix& m, int64_t rows_per_block) {
-  if (!prefetch_enabled()) return 0;
-  constexpr int64_t kShareOfL2 = 16;
-  const int64_t row_bytes = body_row_bytes<T>(m.cols) + tail_row_bytes<T>(m.cols);
-  const int64_t blocks = (m.rows + rows_per_block - 1) / rows_per_block;
-  const int64_t budget = static_cast<int64_t>(current_device().l2_bytes) / kShareOfL2;
-  const int64_t rows = budget / std::max<int64_t>(1, blocks * row_bytes);
-  return std::clamp<int64_t>(rows, 1, rows_per_block);
-}
-
 template <TensorType T, int R, int U>
 __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvParams p) {
   using F = fmt::Format<T>;

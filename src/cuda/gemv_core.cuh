@@ -16,6 +16,8 @@
 // that keeps one exact decoder per format, shared with the bit-exactness self-test. Q6_K is the
 // exception (q6k_granule_dot): its decoder's instructions, not memory, bound the output head.
 #pragma once
+#include <algorithm>
+
 #include "cuda/check.h"
 #include "cuda/device.h"
 #include "cuda/device_utils.cuh"
@@ -171,6 +173,24 @@ __device__ __forceinline__ void prefetch_weight_rows(const Matrix& m, int64_t fi
   const int64_t body_row = body_row_bytes<T>(m.cols), tail_row = tail_row_bytes<T>(m.cols);
   prefetch_l2(m.body + (m.row_offset + first) * body_row, (end - first) * body_row);
   if (tail_row) prefetch_l2(m.tail + (m.row_offset + first) * tail_row, (end - first) * tail_row);
+}
+
+// Rows per block that a grid of `matrices` matrices (of m's shape and type) prefetches into L2
+// before its wait, 0 with RL_CUDA_PREFETCH=0: the grid together asks for at most 1/16 of L2.
+// The prefetch only has to cover the latency of a block's first loads after the wait. Asking for
+// more was slower, presumably because it competes with the previous kernel's reads and, for the
+// output head's 255 MB, overflows the L2 (60 MB on the H200). Decode steps there (80B, 4K
+// positions, tok/s): all rows 494-496, half of L2 497-498, 1/8 503, 1/16 to 1/128 501-506, none
+// 498-499 (CUDA_DECODE.md, nineteenth pass).
+template <gguf::TensorType T>
+int64_t prefetch_rows_for(const Matrix& m, int64_t rows_per_block, int matrices = 1) {
+  if (!prefetch_enabled()) return 0;
+  constexpr int64_t kShareOfL2 = 16;
+  const int64_t row_bytes = body_row_bytes<T>(m.cols) + tail_row_bytes<T>(m.cols);
+  const int64_t blocks = (m.rows + rows_per_block - 1) / rows_per_block;
+  const int64_t budget = static_cast<int64_t>(current_device().l2_bytes) / kShareOfL2;
+  const int64_t rows = budget / std::max<int64_t>(1, blocks * row_bytes * matrices);
+  return std::clamp<int64_t>(rows, 1, rows_per_block);
 }
 
 // Lets `kernel` launch with up to `bytes` of dynamic shared memory, never lowering what an earlier

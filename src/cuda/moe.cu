@@ -186,7 +186,7 @@ struct GateUpParams {
   DeviceTables tables;
   int lanes;
   int rows_per_block;
-  bool prefetch;
+  int64_t prefetch_rows;  // of a fixed gate and up (prefetch_rows_for); a routed expert: none
 };
 
 // The experts of the slots into shared memory, with what their scales are made of (slot_top,
@@ -241,9 +241,9 @@ __global__ void __launch_bounds__(kGemvThreads) gate_up_kernel(GateUpParams p) {
   const GateUpArgs& a = p.a;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * p.rows_per_block;
   const int64_t end = min(first + p.rows_per_block, a.gate.rows);
-  if (!p.routed && !a.ids && p.prefetch) {  // fixed matrices (the shared expert)
-    prefetch_weight_rows<T>(a.gate, first, end);
-    prefetch_weight_rows<T>(a.up, first, end);
+  if (!p.routed && !a.ids && p.prefetch_rows > 0) {  // fixed matrices (the shared expert)
+    prefetch_weight_rows<T>(a.gate, first, min(end, first + p.prefetch_rows));
+    prefetch_weight_rows<T>(a.up, first, min(end, first + p.prefetch_rows));
   }
   const fmt::IqTables tables = stage_tables<T>(p.tables);
   pdl_wait();
@@ -305,9 +305,10 @@ __global__ void __launch_bounds__(32 * kGateUpMostWarps) gate_up_tc_kernel(GateU
   const bool fixed = !p.routed && !a.ids;  // the shared expert: constant, before the wait
   if (fixed) find_expert(0);
   if (fixed && rows.items.n > 0) raw = load(rows.items.first());
-  if (fixed && p.prefetch) {
-    prefetch_weight_rows<T>(a.gate, rows.first, rows.end);
-    prefetch_weight_rows<T>(a.up, rows.first, rows.end);
+  if (fixed && p.prefetch_rows > 0) {
+    const int64_t end = min(rows.end, rows.first + p.prefetch_rows);
+    prefetch_weight_rows<T>(a.gate, rows.first, end);
+    prefetch_weight_rows<T>(a.up, rows.first, end);
   }
   tc::stage_tables<T>(p.tables);
   const tc::Input in{GemvIn::RmsNorm, a.x, a.norm, nullptr, 0, a.eps, n};
@@ -344,7 +345,7 @@ struct DownParams {
   DeviceTables tables;
   int lanes;
   int rows_per_block;
-  bool prefetch;
+  int64_t prefetch_rows;  // of a fixed matrix (prefetch_rows_for); routed experts: none
 };
 
 __device__ __forceinline__ void clear_folded(const DownArgs& a) {
@@ -362,7 +363,8 @@ __global__ void __launch_bounds__(kGemvThreads) down_kernel(DownParams p) {
   const DownArgs& a = p.a;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * p.rows_per_block;
   const int64_t end = min(first + p.rows_per_block, a.down.rows);
-  if (!a.ids && p.prefetch) prefetch_weight_rows<T>(a.down, first, end);  // a fixed matrix
+  if (!a.ids && p.prefetch_rows > 0)  // a fixed matrix
+    prefetch_weight_rows<T>(a.down, first, min(end, first + p.prefetch_rows));
   const fmt::IqTables tables = stage_tables<T>(p.tables);
   pdl_wait();
   clear_folded(a);
@@ -426,7 +428,8 @@ __global__ void __launch_bounds__(32 * kDownMostWarps) down_tc_kernel(DownParams
   typename tc::Tc<T>::Raw raw{};
   const bool has_items = rows.items.n > 0;
   if (!a.ids && has_items) raw = load(rows.items.first());  // a fixed matrix: before the wait
-  if (!a.ids && p.prefetch) prefetch_weight_rows<T>(a.down, rows.first, rows.end);
+  if (!a.ids && p.prefetch_rows > 0)
+    prefetch_weight_rows<T>(a.down, rows.first, min(rows.end, rows.first + p.prefetch_rows));
   tc::stage_tables<T>(p.tables);
   pdl_wait();
   clear_folded(a);
@@ -495,8 +498,9 @@ void moe_gate_up(const GateUpArgs& a, cudaStream_t stream) {
                        device_tables(),
                        0,
                        rows_per_block,
-                       prefetch_enabled()};
+                       0};
         p.a.route = nullptr;
+        p.prefetch_rows = prefetch_rows_for<T>(a.gate, rows_per_block, 2 * a.n_slots);
         const dim3 grid(static_cast<unsigned>((a.gate.rows + rows_per_block - 1) / rows_per_block),
                         static_cast<unsigned>(a.n_slots));
         launch(gate_up_tc_kernel<T>, grid, dim3(plan.threads), plan.smem, stream, p);
@@ -512,8 +516,9 @@ void moe_gate_up(const GateUpArgs& a, cudaStream_t stream) {
                    device_tables(),
                    L,
                    rows_per_block_for(a.gate.rows, L, a.n_slots, resident),
-                   prefetch_enabled()};
+                   0};
     p.a.route = nullptr;
+    p.prefetch_rows = prefetch_rows_for<T>(a.gate, p.rows_per_block, 2 * a.n_slots);
     const dim3 grid(static_cast<unsigned>((a.gate.rows + p.rows_per_block - 1) / p.rows_per_block),
                     static_cast<unsigned>(a.n_slots));
     launch(gate_up_kernel<T>, grid, dim3(kGemvThreads), smem, stream, p);
@@ -529,7 +534,8 @@ void moe_down(const DownArgs& a, cudaStream_t stream) {
       if (tc::usable(a.down.rows, a.down.cols * a.n_slots, 1)) {
         const tc::Plan plan =
             tc::plan(down_tc_kernel<T>, kDownMostWarps, a.down.rows, a.down.cols * a.n_slots, 1);
-        DownParams p{a, device_tables(), 0, plan.rows_per_block, prefetch_enabled()};
+        DownParams p{a, device_tables(), 0, plan.rows_per_block, 0};
+        p.prefetch_rows = prefetch_rows_for<T>(a.down, p.rows_per_block);
         const unsigned blocks =
             static_cast<unsigned>((a.down.rows + plan.rows_per_block - 1) / plan.rows_per_block);
         launch(down_tc_kernel<T>, dim3(blocks), dim3(plan.threads), plan.smem, stream, p);
@@ -540,8 +546,8 @@ void moe_down(const DownArgs& a, cudaStream_t stream) {
     const size_t smem = padded_size<F::kGranuleValues>(a.down.cols * a.n_slots) * sizeof(float);
     allow_smem(down_kernel<T>, smem);
     DownParams p{a, device_tables(), L,
-                 rows_per_block_for(a.down.rows, L, 1, resident_blocks(down_kernel<T>, smem)),
-                 prefetch_enabled()};
+                 rows_per_block_for(a.down.rows, L, 1, resident_blocks(down_kernel<T>, smem)), 0};
+    p.prefetch_rows = prefetch_rows_for<T>(a.down, p.rows_per_block);
     const unsigned blocks =
         static_cast<unsigned>((a.down.rows + p.rows_per_block - 1) / p.rows_per_block);
     launch(down_kernel<T>, dim3(blocks), dim3(kGemvThreads), smem, stream, p);
