@@ -46,7 +46,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvParams p) {
       fold_carve(xs + padded_size<F::kGranuleValues>(a.w.cols), a.fold, p.rows_per_block);
   // While the previous kernel finishes: this block's weights into L2, the tables and the router
   // fold's rows into smem.
-  if (p.prefetch_rows > 0) prefetch_weight_rows<T>(a.w, first, min(end, first + p.prefetch_rows));
+  prefetch_weight_rows<T>(a.w, first, end, p.prefetch_rows);
   const fmt::IqTables tables = stage_tables<T>(p.tables);
   if (a.fold.n_logits > 0) fold_stage(a.fold, first, end, fold);
   pdl_wait();
@@ -157,8 +157,7 @@ __global__ void __launch_bounds__(32 * kTcMostWarps) gemv_tc_kernel(GemvParams p
   auto load = [&](tc::Item it) { return tc::load_item<T>(base, rows, it, lane); };
   typename tc::Tc<T>::Raw raw{};
   if (rows.items.n > 0) raw = load(rows.items.first());  // weights are constant: before the wait
-  if (p.prefetch_rows > 0)
-    prefetch_weight_rows<T>(a.w, rows.first, min(rows.end, rows.first + p.prefetch_rows));
+  prefetch_weight_rows<T>(a.w, rows.first, rows.end, p.prefetch_rows);
   tc::stage_tables<T>(p.tables);
   __syncthreads();  // the tables
   const tc::Input in{a.in, a.x, a.norm, a.gate, a.group, a.eps, n};

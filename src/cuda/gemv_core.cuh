@@ -167,9 +167,13 @@ __device__ __forceinline__ RowLocator<T> locate_row(const Matrix& m, int64_t e, 
   return {m.body + row * body_row_bytes<T>(m.cols), m.tail + row * tail_row_bytes<T>(m.cols)};
 }
 
-// Prefetches rows [first, end) of a single matrix (bodies and tails) into L2.
+// Prefetches the first `limit` rows of [first, end) of a single matrix (bodies and tails) into
+// L2; nothing when limit <= 0 (prefetch_rows_for's 0).
 template <gguf::TensorType T>
-__device__ __forceinline__ void prefetch_weight_rows(const Matrix& m, int64_t first, int64_t end) {
+__device__ __forceinline__ void prefetch_weight_rows(const Matrix& m, int64_t first, int64_t end,
+                                                     int64_t limit) {
+  if (limit <= 0) return;
+  end = min(end, first + limit);
   const int64_t body_row = body_row_bytes<T>(m.cols), tail_row = tail_row_bytes<T>(m.cols);
   prefetch_l2(m.body + (m.row_offset + first) * body_row, (end - first) * body_row);
   if (tail_row) prefetch_l2(m.tail + (m.row_offset + first) * tail_row, (end - first) * tail_row);

@@ -241,9 +241,9 @@ __global__ void __launch_bounds__(kGemvThreads) gate_up_kernel(GateUpParams p) {
   const GateUpArgs& a = p.a;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * p.rows_per_block;
   const int64_t end = min(first + p.rows_per_block, a.gate.rows);
-  if (!p.routed && !a.ids && p.prefetch_rows > 0) {  // fixed matrices (the shared expert)
-    prefetch_weight_rows<T>(a.gate, first, min(end, first + p.prefetch_rows));
-    prefetch_weight_rows<T>(a.up, first, min(end, first + p.prefetch_rows));
+  if (!p.routed && !a.ids) {  // fixed matrices (the shared expert)
+    prefetch_weight_rows<T>(a.gate, first, end, p.prefetch_rows);
+    prefetch_weight_rows<T>(a.up, first, end, p.prefetch_rows);
   }
   const fmt::IqTables tables = stage_tables<T>(p.tables);
   pdl_wait();
@@ -305,10 +305,9 @@ __global__ void __launch_bounds__(32 * kGateUpMostWarps) gate_up_tc_kernel(GateU
   const bool fixed = !p.routed && !a.ids;  // the shared expert: constant, before the wait
   if (fixed) find_expert(0);
   if (fixed && rows.items.n > 0) raw = load(rows.items.first());
-  if (fixed && p.prefetch_rows > 0) {
-    const int64_t end = min(rows.end, rows.first + p.prefetch_rows);
-    prefetch_weight_rows<T>(a.gate, rows.first, end);
-    prefetch_weight_rows<T>(a.up, rows.first, end);
+  if (fixed) {
+    prefetch_weight_rows<T>(a.gate, rows.first, rows.end, p.prefetch_rows);
+    prefetch_weight_rows<T>(a.up, rows.first, rows.end, p.prefetch_rows);
   }
   tc::stage_tables<T>(p.tables);
   const tc::Input in{GemvIn::RmsNorm, a.x, a.norm, nullptr, 0, a.eps, n};
@@ -363,8 +362,7 @@ __global__ void __launch_bounds__(kGemvThreads) down_kernel(DownParams p) {
   const DownArgs& a = p.a;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * p.rows_per_block;
   const int64_t end = min(first + p.rows_per_block, a.down.rows);
-  if (!a.ids && p.prefetch_rows > 0)  // a fixed matrix
-    prefetch_weight_rows<T>(a.down, first, min(end, first + p.prefetch_rows));
+  if (!a.ids) prefetch_weight_rows<T>(a.down, first, end, p.prefetch_rows);  // a fixed matrix
   const fmt::IqTables tables = stage_tables<T>(p.tables);
   pdl_wait();
   clear_folded(a);
@@ -428,8 +426,7 @@ __global__ void __launch_bounds__(32 * kDownMostWarps) down_tc_kernel(DownParams
   typename tc::Tc<T>::Raw raw{};
   const bool has_items = rows.items.n > 0;
   if (!a.ids && has_items) raw = load(rows.items.first());  // a fixed matrix: before the wait
-  if (!a.ids && p.prefetch_rows > 0)
-    prefetch_weight_rows<T>(a.down, rows.first, min(rows.end, rows.first + p.prefetch_rows));
+  if (!a.ids) prefetch_weight_rows<T>(a.down, rows.first, rows.end, p.prefetch_rows);
   tc::stage_tables<T>(p.tables);
   pdl_wait();
   clear_folded(a);
