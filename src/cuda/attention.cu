@@ -850,23 +850,26 @@ DecodeKernel decode_kernel() {
 
 // The split size is the float32 kernel's positions per pass. The tensor-core kernel has no
 // passes (its warps walk the share's tiles in turn), so for 16-bit caches the size only selects
-// the session's graph; they keep 64, 128 and 256, the sizes their kernel once needed.
+// the session's graph; they keep 64, 128 and 256, the sizes their kernel once needed. float32
+// also takes 512 (from 256 · CTAs positions on): half the passes, so half the barriers between a
+// CTA's key and value streams.
 template <class Kv>
 constexpr bool split_supported(int split) {
-  return (split == 32 && std::is_same_v<Kv, KvF32>) || split == 64 || split == 128 || split == 256;
+  constexpr bool f32 = std::is_same_v<Kv, KvF32>;
+  return ((split == 32 || split == 512) && f32) || split == 64 || split == 128 || split == 256;
 }
 
 // Calls f.operator()<BLK>() for split == BLK; fails for a size the cache type does not support.
 template <class Kv, int BLK = 32, class F>
 void with_split(KvType kv_type, int split, F&& f) {
-  if constexpr (BLK <= 256) {
+  if constexpr (BLK <= 512) {
     if constexpr (split_supported<Kv>(BLK)) {
       if (split == BLK) return f.template operator()<BLK>();
     }
     with_split<Kv, 2 * BLK>(kv_type, split, f);
   } else {
     fail("attention: split size ", split, " with a ", engine::kv_type_name(kv_type),
-         " cache (32 for float32 only, 64, 128 or 256)");
+         " cache (64, 128 or 256; 32 and 512 for float32 only)");
   }
 }
 

@@ -13,6 +13,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "cuda/check.h"
 #include "cuda/device.h"
@@ -311,7 +312,7 @@ int parse_attention_split(const char* value) {
   const std::string v = value;
   for (int s : kAttnSplitSizes)
     if (v == std::to_string(s)) return s;
-  fail("RL_ENGINE_ATTN_BLK must be 32, 64, 128 or 256, not '", v, "'");
+  fail("RL_ENGINE_ATTN_BLK must be 32, 64, 128, 256 or 512, not '", v, "'");
 }
 
 int forced_attention_split() {
@@ -322,9 +323,13 @@ int forced_attention_split() {
 int attention_split_for(int64_t position, const AttnGrid& grid, int forced) {
   if (grid.empty()) fail("attention: no split sizes for this cache type");
   if (forced) {
-    if (!grid.count(forced))
-      fail("RL_ENGINE_ATTN_BLK=", forced, " is not available with this KV cache type (split ",
-           grid.begin()->first, " and up)");
+    if (!grid.count(forced)) {
+      std::string sizes;
+      for (const auto& [split, ctas] : grid)
+        sizes += (sizes.empty() ? "" : ", ") + std::to_string(split);
+      fail("RL_ENGINE_ATTN_BLK=", forced, " is not available with this KV cache type (it takes ",
+           sizes, ")");
+    }
     return forced;
   }
   const int64_t n = position + 1;

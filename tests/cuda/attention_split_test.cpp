@@ -16,11 +16,13 @@ namespace rl::cuda {
 namespace {
 
 TEST(AttentionSplit, SmallestSplitWhoseSplitsAllGetACta) {
-  const AttnGrid f32 = {{32, 132}, {64, 132}, {128, 132}, {256, 132}};
-  // {position + 1, split}: 132 x 32 = 4224, 132 x 64 = 8448, 132 x 128 = 16896, 132 x 256 = 33792.
+  const AttnGrid f32 = {{32, 132}, {64, 132}, {128, 132}, {256, 132}, {512, 132}};
+  // {position + 1, split}: 132 x 32 = 4224, 132 x 64 = 8448, 132 x 128 = 16896, 132 x 256 = 33792,
+  // 132 x 512 = 67584; beyond that the largest.
   const std::vector<std::pair<int64_t, int>> f32_cases = {
-      {1, 32},      {4096, 32},   {4224, 32},   {4225, 64},   {8448, 64},   {8449, 128},
-      {16896, 128}, {16897, 256}, {33792, 256}, {33793, 256}, {262144, 256}};
+      {1, 32},      {4096, 32},   {4224, 32},   {4225, 64},   {8448, 64},
+      {8449, 128},  {16896, 128}, {16897, 256}, {33792, 256}, {33793, 512},
+      {67584, 512}, {67585, 512}, {262144, 512}};
   for (const auto& [n, split] : f32_cases)
     EXPECT_EQ(attention_split_for(n - 1, f32, 0), split) << n << " positions, float32";
 
@@ -41,14 +43,16 @@ TEST(AttentionSplit, ForcedSizeMustBeOneOfTheGrid) {
     ADD_FAILURE() << "split 32 accepted for a bf16 grid";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("RL_ENGINE_ATTN_BLK=32"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("64, 128, 256"), std::string::npos) << e.what();
   }
 }
 
 TEST(AttentionSplit, EnvironmentValues) {
   EXPECT_EQ(parse_attention_split(nullptr), 0);
   EXPECT_EQ(parse_attention_split(""), 0);
-  for (int s : {32, 64, 128, 256}) EXPECT_EQ(parse_attention_split(std::to_string(s).c_str()), s);
-  for (const char* bad : {"16", "512", "128k", " 64", "0", "abc"}) {
+  for (int s : {32, 64, 128, 256, 512})
+    EXPECT_EQ(parse_attention_split(std::to_string(s).c_str()), s);
+  for (const char* bad : {"16", "1024", "128k", " 64", "0", "abc"}) {
     try {
       parse_attention_split(bad);
       ADD_FAILURE() << "accepted '" << bad << "'";
