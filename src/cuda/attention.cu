@@ -20,7 +20,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <algorithm>
-#include <atomic>
 #include <type_traits>
 #include <vector>
 
@@ -214,8 +213,9 @@ __global__ void __launch_bounds__(kThreads, 2) attn_decode_kernel(AttnArgs a) {
   constexpr int NV = kQPG * P;           // partial sums per lane per step
   constexpr int TPR = kHD / VEC;         // threads per row, value pass
   constexpr int STREAMS = kThreads / TPR;
-  constexpr int U = VEC == 4 ? 8 : 4;            // rows in flight per thread, value pass
-  __shared__ __align__(16) float ps[BLK][kQPG];  // scores, then probabilities
+  constexpr int U = VEC == 4 ? 8 : 4;  // rows in flight per thread, value pass
+  extern __shared__ float4 dyn[];  // ps: BLK x kQPG floats, past the 48 KB of static memory at 1024
+  auto* ps = reinterpret_cast<float(*)[kQPG]>(dyn);  // scores, then probabilities
   __shared__ __align__(16) float acc_s[kQPG * kHD];
   __shared__ __align__(16) float q_s[kQPG * kHD];
   __shared__ __align__(16) float run_o[kQPG * kHD];  // running output over this CTA's passes
@@ -829,47 +829,43 @@ struct DecodeKernel {
 };
 template <class Kv, int BLK>
 DecodeKernel decode_kernel() {
+  DecodeKernel k;
   if constexpr (std::is_same_v<Kv, KvF32>) {
-    return {attn_decode_kernel<Kv, BLK>, 0};
+    k = {attn_decode_kernel<Kv, BLK>, BLK * kQPG * static_cast<int>(sizeof(float))};
   } else {
-    static std::atomic<uint64_t> allowed{0};  // one bit per device
     int dev = 0, optin = 0;
     RL_CUDA(cudaGetDevice(&dev));
     RL_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    const DecodeKernel k = optin >= tc_smem(3) + 1024
-                               ? DecodeKernel{attn_decode_tc_kernel<Kv, 3>, tc_smem(3)}
-                               : DecodeKernel{attn_decode_tc_kernel<Kv, 1>, tc_smem(1)};
-    const uint64_t bit = uint64_t{1} << (dev & 63);
-    if (!(allowed.load() & bit)) {
-      RL_CUDA(cudaFuncSetAttribute(k.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, k.smem));
-      allowed.fetch_or(bit);
-    }
-    return k;
+    k = optin >= tc_smem(3) + 1024 ? DecodeKernel{attn_decode_tc_kernel<Kv, 3>, tc_smem(3)}
+                                   : DecodeKernel{attn_decode_tc_kernel<Kv, 1>, tc_smem(1)};
   }
+  allow_smem(k.fn, static_cast<size_t>(k.smem));
+  return k;
 }
 
 // The split size is the float32 kernel's positions per pass. The tensor-core kernel has no
 // passes (its warps walk the share's tiles in turn), so for 16-bit caches the size only selects
 // the session's graph; they keep 64, 128 and 256, the sizes their kernel once needed. float32
-// also takes 512 (from 256 · CTAs positions on): half the passes, so half the barriers between a
-// CTA's key and value streams.
+// also takes 512 and 1024 (from 256 · CTAs and 512 · CTAs positions on): fewer passes, so fewer
+// barriers between a CTA's key and value streams.
 template <class Kv>
 constexpr bool split_supported(int split) {
   constexpr bool f32 = std::is_same_v<Kv, KvF32>;
-  return ((split == 32 || split == 512) && f32) || split == 64 || split == 128 || split == 256;
+  return ((split == 32 || split == 512 || split == 1024) && f32) || split == 64 || split == 128 ||
+         split == 256;
 }
 
 // Calls f.operator()<BLK>() for split == BLK; fails for a size the cache type does not support.
 template <class Kv, int BLK = 32, class F>
 void with_split(KvType kv_type, int split, F&& f) {
-  if constexpr (BLK <= 512) {
+  if constexpr (BLK <= 1024) {
     if constexpr (split_supported<Kv>(BLK)) {
       if (split == BLK) return f.template operator()<BLK>();
     }
     with_split<Kv, 2 * BLK>(kv_type, split, f);
   } else {
     fail("attention: split size ", split, " with a ", engine::kv_type_name(kv_type),
-         " cache (64, 128 or 256; 32 and 512 for float32 only)");
+         " cache (64, 128 or 256; 32, 512 and 1024 for float32 only)");
   }
 }
 

@@ -312,7 +312,7 @@ int parse_attention_split(const char* value) {
   const std::string v = value;
   for (int s : kAttnSplitSizes)
     if (v == std::to_string(s)) return s;
-  fail("RL_ENGINE_ATTN_BLK must be 32, 64, 128, 256 or 512, not '", v, "'");
+  fail("RL_ENGINE_ATTN_BLK must be 32, 64, 128, 256, 512 or 1024, not '", v, "'");
 }
 
 int forced_attention_split() {

@@ -23,6 +23,7 @@
 #include "cuda/device_utils.cuh"
 #include "cuda/formats.cuh"
 #include "cuda/kernels.h"
+#include "cuda/launch.cuh"
 
 namespace rl::cuda {
 
@@ -195,17 +196,6 @@ int64_t prefetch_rows_for(const Matrix& m, int64_t rows_per_block, int matrices 
   const int64_t budget = static_cast<int64_t>(current_device().l2_bytes) / kShareOfL2;
   const int64_t rows = budget / std::max<int64_t>(1, blocks * row_bytes * matrices);
   return std::clamp<int64_t>(rows, 1, rows_per_block);
-}
-
-// Lets `kernel` launch with up to `bytes` of dynamic shared memory, never lowering what an earlier
-// call allowed: a captured CUDA graph may hold launches of the same kernel that need more.
-template <class Kernel>
-void allow_smem(Kernel kernel, size_t bytes) {
-  cudaFuncAttributes attr;
-  RL_CUDA(cudaFuncGetAttributes(&attr, kernel));
-  if (bytes > static_cast<size_t>(attr.maxDynamicSharedSizeBytes))
-    RL_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(bytes)));
 }
 
 // Blocks of `kernel` (`threads` threads, smem bytes of dynamic shared memory) resident at once

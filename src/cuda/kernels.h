@@ -199,8 +199,9 @@ struct AttnArgs {
   float* part_ml = nullptr;  // [n_head_kv][ctas][8][2]
 };
 void attn_decode(const AttnArgs& args, cudaStream_t stream);
-// Every split size attn_decode has kernels for, ascending (32 and 512 for float32 caches only).
-constexpr int kAttnSplitSizes[] = {32, 64, 128, 256, 512};
+// Every split size attn_decode has kernels for, ascending (32, 512 and 1024 for float32 caches
+// only).
+constexpr int kAttnSplitSizes[] = {32, 64, 128, 256, 512, 1024};
 // The split sizes attn_decode supports for a cache type, ascending: kAttnSplitSizes less those
 // the type cannot use.
 std::vector<int> attn_splits(engine::KvType kv_type);

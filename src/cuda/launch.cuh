@@ -31,4 +31,15 @@ void launch(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem, c
   RL_CUDA(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
 }
 
+// Lets `kernel` launch with up to `bytes` of dynamic shared memory, never lowering what an earlier
+// call allowed: a captured CUDA graph may hold launches of the same kernel that need more.
+template <class Kernel>
+void allow_smem(Kernel kernel, size_t bytes) {
+  cudaFuncAttributes attr;
+  RL_CUDA(cudaFuncGetAttributes(&attr, kernel));
+  if (bytes > static_cast<size_t>(attr.maxDynamicSharedSizeBytes))
+    RL_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(bytes)));
+}
+
 }  // namespace rl::cuda

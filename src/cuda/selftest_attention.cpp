@@ -172,8 +172,8 @@ void attention_case(Reporter& r, int L, int split, KvType kv, int ctas, bool che
 }  // namespace
 
 void test_attention(Reporter& r, uint64_t seed) {
-  std::vector<int> lengths = {1,   2,   31,  32,  33,  63,  64,  65,   127,   128,
-                              129, 255, 256, 257, 511, 512, 513, 1500, 12288, 40000};
+  std::vector<int> lengths = {1,   2,   31,  32,  33,  63,   64,   65,   127,  128,   129,  255,
+                              256, 257, 511, 512, 513, 1023, 1024, 1025, 1500, 12288, 40000};
   std::vector<KvType> types = {KvType::F32, KvType::BF16, KvType::F16};
   if (r.options().quick) {
     lengths = {1, 129, 257, 1500};
@@ -197,6 +197,7 @@ void test_attention(Reporter& r, uint64_t seed) {
   if (!r.options().quick) attention_case(r, small_grid_len + 5, 256, KvType::F16, 3, false, seed++);
   attention_case(r, small_grid_len + 5, 64, KvType::F32, 7, false, seed++);
   attention_case(r, small_grid_len + 3, 512, KvType::F32, 3, false, seed++);
+  attention_case(r, small_grid_len - 3, 1024, KvType::F32, 3, false, seed++);
   attention_case(r, small_grid_len + 5, 256, KvType::BF16, 7, false, seed++);
 }
 

@@ -16,13 +16,13 @@ namespace rl::cuda {
 namespace {
 
 TEST(AttentionSplit, SmallestSplitWhoseSplitsAllGetACta) {
-  const AttnGrid f32 = {{32, 132}, {64, 132}, {128, 132}, {256, 132}, {512, 132}};
+  const AttnGrid f32 = {{32, 132}, {64, 132}, {128, 132}, {256, 132}, {512, 132}, {1024, 132}};
   // {position + 1, split}: 132 x 32 = 4224, 132 x 64 = 8448, 132 x 128 = 16896, 132 x 256 = 33792,
-  // 132 x 512 = 67584; beyond that the largest.
+  // 132 x 512 = 67584, 132 x 1024 = 135168; beyond that the largest.
   const std::vector<std::pair<int64_t, int>> f32_cases = {
-      {1, 32},      {4096, 32},   {4224, 32},   {4225, 64},   {8448, 64},
-      {8449, 128},  {16896, 128}, {16897, 256}, {33792, 256}, {33793, 512},
-      {67584, 512}, {67585, 512}, {262144, 512}};
+      {1, 32},      {4096, 32},    {4224, 32},     {4225, 64},     {8448, 64},
+      {8449, 128},  {16896, 128},  {16897, 256},   {33792, 256},   {33793, 512},
+      {67584, 512}, {67585, 1024}, {135168, 1024}, {135169, 1024}, {262144, 1024}};
   for (const auto& [n, split] : f32_cases)
     EXPECT_EQ(attention_split_for(n - 1, f32, 0), split) << n << " positions, float32";
 
@@ -50,9 +50,9 @@ TEST(AttentionSplit, ForcedSizeMustBeOneOfTheGrid) {
 TEST(AttentionSplit, EnvironmentValues) {
   EXPECT_EQ(parse_attention_split(nullptr), 0);
   EXPECT_EQ(parse_attention_split(""), 0);
-  for (int s : {32, 64, 128, 256, 512})
+  for (int s : {32, 64, 128, 256, 512, 1024})
     EXPECT_EQ(parse_attention_split(std::to_string(s).c_str()), s);
-  for (const char* bad : {"16", "1024", "128k", " 64", "0", "abc"}) {
+  for (const char* bad : {"16", "2048", "128k", " 64", "0", "abc"}) {
     try {
       parse_attention_split(bad);
       ADD_FAILURE() << "accepted '" << bad << "'";
