@@ -214,8 +214,10 @@ __global__ void __launch_bounds__(kThreads, 2) attn_decode_kernel(AttnArgs a) {
   constexpr int TPR = kHD / VEC;         // threads per row, value pass
   constexpr int STREAMS = kThreads / TPR;
   constexpr int U = VEC == 4 ? 8 : 4;  // rows in flight per thread, value pass
-  extern __shared__ float4 dyn[];  // ps: BLK x kQPG floats, past the 48 KB of static memory at 1024
-  auto* ps = reinterpret_cast<float(*)[kQPG]>(dyn);  // scores, then probabilities
+  // Scores, then probabilities: BLK x kQPG floats of dynamic shared memory, as at BLK = 1024 they
+  // and the arrays below would pass the 48 KB a kernel may declare statically.
+  extern __shared__ float4 dyn[];
+  auto* ps = reinterpret_cast<float(*)[kQPG]>(dyn);
   __shared__ __align__(16) float acc_s[kQPG * kHD];
   __shared__ __align__(16) float q_s[kQPG * kHD];
   __shared__ __align__(16) float run_o[kQPG * kHD];  // running output over this CTA's passes
