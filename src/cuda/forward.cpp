@@ -13,7 +13,9 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <string>
+#include <vector>
 
 #include "cuda/check.h"
 #include "cuda/device.h"
@@ -307,12 +309,22 @@ int most_ctas(const AttnGrid& grid) {
   return most;
 }
 
+namespace {
+// "32, 64, ...": split sizes as RL_ENGINE_ATTN_BLK's errors name them.
+std::string size_list(const std::vector<int>& sizes) {
+  std::string list;
+  for (int s : sizes) list += (list.empty() ? "" : ", ") + std::to_string(s);
+  return list;
+}
+}  // namespace
+
 int parse_attention_split(const char* value) {
   if (!value || !*value) return 0;
   const std::string v = value;
   for (int s : kAttnSplitSizes)
     if (v == std::to_string(s)) return s;
-  fail("RL_ENGINE_ATTN_BLK must be 32, 64, 128, 256, 512 or 1024, not '", v, "'");
+  fail("RL_ENGINE_ATTN_BLK must be one of ",
+       size_list({std::begin(kAttnSplitSizes), std::end(kAttnSplitSizes)}), ", not '", v, "'");
 }
 
 int forced_attention_split() {
@@ -324,11 +336,10 @@ int attention_split_for(int64_t position, const AttnGrid& grid, int forced) {
   if (grid.empty()) fail("attention: no split sizes for this cache type");
   if (forced) {
     if (!grid.count(forced)) {
-      std::string sizes;
-      for (const auto& [split, ctas] : grid)
-        sizes += (sizes.empty() ? "" : ", ") + std::to_string(split);
+      std::vector<int> sizes;
+      for (const auto& [split, ctas] : grid) sizes.push_back(split);
       fail("RL_ENGINE_ATTN_BLK=", forced, " is not available with this KV cache type (it takes ",
-           sizes, ")");
+           size_list(sizes), ")");
     }
     return forced;
   }
