@@ -9,11 +9,11 @@
 // captures into a CUDA graph while the position (read from device memory) changes; each CTA
 // takes an equal share of the positions (cta_share) and leaves one partial (max, sum,
 // unnormalised output) for the merge.
-//  - float32 caches (attn_decode_kernel, CUDA cores): the query vectors sit in registers during
-//    the score pass; a warp scores 2 positions per step with 4 independent 16-byte loads per
-//    lane and folds the 8 heads x positions partial sums with a transposed butterfly; the value
-//    pass gives each thread one 16-byte chunk of a row and 8 rows in flight; 4 streams of
-//    positions are summed in shared memory in a fixed order.
+//  - float32 caches (attn_decode_kernel, CUDA cores): K and V arrive through a ring in shared
+//    memory (cp.async, two steps in flight). The query vectors sit in registers during the
+//    score pass; a warp scores 2 positions per step and folds the 8 heads x positions partial
+//    sums with a transposed butterfly; the value pass gives each thread one 16-byte chunk of a
+//    row and a stream of rows; the 4 streams are summed in shared memory in a fixed order.
 //  - bf16/f16 caches (attn_decode_tc_kernel, tensor cores): see the comment there. On the CUDA
 //    cores these took as long as float32 for half the bytes (about 200 instructions per position
 //    and KV head); the MMAs bring that to about 12.
@@ -35,17 +35,11 @@ namespace {
 using engine::KvType;
 constexpr int kHD = kAttnHeadDim, kQPG = kAttnGroup, kThreads = 256;
 
-// How a KV element type is loaded (16 bytes = kVec values) and stored.
+// How a KV element type is stored. The decode kernels read the caches as raw 16-byte chunks.
 struct KvF32 {
   using Elem = float;
-  static constexpr int kVec = 4;
-  __device__ static void load(const Elem* p, float (&out)[kVec]) {
-    const float4 v = __ldg(reinterpret_cast<const float4*>(p));
-    out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
-  }
   __device__ static Elem from_float(float x) { return x; }
 };
-// The 16-bit caches are read by the tensor-core kernel as raw 16-bit words.
 struct KvBF16 {
   using Elem = __nv_bfloat16;
   __device__ static Elem from_float(float x) { return __float2bfloat16_rn(x); }
@@ -204,33 +198,96 @@ __device__ __forceinline__ void prefetch_rows_l2(const float* cache, int p, int 
         cache + static_cast<int64_t>(p + t / kLinesPerRow) * kHD + (t % kLinesPerRow) * 32));
 }
 
-template <class Kv, int BLK>
+// The float32 kernel's shapes. Both passes read the cache through a ring of kRingStages steps in
+// shared memory, kRingStages - 1 in flight (cp.async). Each thread copies exactly the 16-byte
+// chunks it later reads, so waiting for its own copies is all the synchronisation a step needs.
+// Loaded into registers, the score pass had one step (2 KiB per warp) in flight and ran at ~93 %
+// of copy speed, and the value pass drained between its batches of 8 rows; through the rings a
+// layer at 128K positions took 131 instead of 142 us (CUDA_DECODE.md, twenty-second pass).
+constexpr int kRowChunks = kHD / 4;                   // 16-byte chunks of a float32 row
+constexpr int kScoreRows = 2;                         // positions per warp step, score pass
+constexpr int kValueStreams = kThreads / kRowChunks;  // value pass: thread = (stream, chunk)
+constexpr int kValueRows = 4;                         // rows per thread and step, value pass
+constexpr int kRingStages = 3;
+constexpr int kRingStep = kThreads / 32 * kScoreRows * kRowChunks;  // float4s: 16 KiB
+static_assert(kValueStreams * kValueRows * kRowChunks == kRingStep, "one step size for both");
+// The stream sums at the end of a pass reuse each thread's own value slots: 8 heads' float4s.
+static_assert(kQPG <= kRingStages * kValueRows, "the sums fit in a thread's slots");
+// Dynamic shared memory: the pass's scores (BLK x 8 floats), then the ring.
+constexpr int f32_smem(int blk) {
+  return (blk * kQPG / 4 + kRingStages * kRingStep) * 16;
+}
+
+template <int BLK>
 __global__ void __launch_bounds__(kThreads, 2) attn_decode_kernel(AttnArgs a) {
-  using Elem = typename Kv::Elem;
-  constexpr int VEC = Kv::kVec;
-  constexpr int NCH = kHD / (32 * VEC);  // 16-byte chunks per lane and row, score pass
-  constexpr int P = NCH == 2 ? 2 : 4;    // positions per warp step, score pass
-  constexpr int NV = kQPG * P;           // partial sums per lane per step
-  constexpr int TPR = kHD / VEC;         // threads per row, value pass
-  constexpr int STREAMS = kThreads / TPR;
-  constexpr int U = VEC == 4 ? 8 : 4;  // rows in flight per thread, value pass
-  // Scores, then probabilities: BLK x kQPG floats of dynamic shared memory, as at BLK = 1024 they
-  // and the arrays below would pass the 48 KB a kernel may declare statically.
+  constexpr int NCH = kRowChunks / 32;  // chunks per lane and row, score pass
+  constexpr int P = kScoreRows, NV = kQPG * P;
+  constexpr int STREAMS = kValueStreams, U = kValueRows, S = kRingStages;
   extern __shared__ float4 dyn[];
-  auto* ps = reinterpret_cast<float(*)[kQPG]>(dyn);
-  __shared__ __align__(16) float acc_s[kQPG * kHD];
+  auto* ps = reinterpret_cast<float(*)[kQPG]>(dyn);  // scores, then probabilities
+  float4* ring = dyn + BLK * kQPG / 4;               // [stage][kRingStep]
   __shared__ __align__(16) float q_s[kQPG * kHD];
   __shared__ __align__(16) float run_o[kQPG * kHD];  // running output over this CTA's passes
   __shared__ float run_m[kQPG], run_l[kQPG], blk_m[kQPG], blk_l[kQPG];
 
   const int t = threadIdx.x, lane = t & 31, warp = threadIdx.x >> 5;
+  const int c = t % kRowChunks, stream = t / kRowChunks;  // value pass
   const int g = blockIdx.x;
   const int n = *a.pos + 1;  // the position is uploaded before the step: readable before the wait
   const Share share = cta_share(n, blockIdx.y, gridDim.y);
   if (share.lo >= share.hi) return;  // uniform per CTA
-  const Elem* K = static_cast<const Elem*>(a.k_cache) + static_cast<int64_t>(g) * a.max_ctx * kHD;
-  const Elem* V = static_cast<const Elem*>(a.v_cache) + static_cast<int64_t>(g) * a.max_ctx * kHD;
-  pdl_wait();
+  const float* K = static_cast<const float*>(a.k_cache) + static_cast<int64_t>(g) * a.max_ctx * kHD;
+  const float* V = static_cast<const float*>(a.v_cache) + static_cast<int64_t>(g) * a.max_ctx * kHD;
+
+  // Score step i of this warp in the pass at p0 covers rows p0 + warp * P + i * 8P + 0..P-1;
+  // lane copies chunks lane + 32 k of each. Value step i of thread (stream, c) covers rows
+  // p0 + stream + (i * U + u) * STREAMS, u < U. Steps past the pass are not issued; a row past
+  // it in a step is zero-filled (its score is never stored, its probability never read).
+  auto issue_keys = [&](int p0, int cnt, int i) {
+    const int base = warp * P + i * 8 * P;
+    if (base >= cnt) return;
+    float4* slot = ring + (i % S) * kRingStep + warp * P * kRowChunks;
+#pragma unroll
+    for (int pp = 0; pp < P; ++pp) {
+      const int j = base + pp;
+#pragma unroll
+      for (int k = 0; k < NCH; ++k) {
+        const int col = lane + 32 * k;
+        cp_async16(slot + pp * kRowChunks + col,
+                   K + static_cast<int64_t>(p0 + (j < cnt ? j : 0)) * kHD + 4 * col,
+                   j < cnt ? 16 : 0);
+      }
+    }
+  };
+  auto issue_values = [&](int p0, int cnt, int i) {
+    const int j0 = stream + i * U * STREAMS;
+    if (j0 >= cnt) return;
+    float4* slot = ring + (i % S) * kRingStep;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int j = j0 + u * STREAMS;
+      cp_async16(slot + (u * STREAMS + stream) * kRowChunks + c,
+                 V + static_cast<int64_t>(p0 + (j < cnt ? j : 0)) * kHD + 4 * c, j < cnt ? 16 : 0);
+    }
+  };
+
+  // The first pass's first key steps. Only row n - 1 is written during the step (by attn_prep),
+  // so steps made only of earlier rows are requested before the wait, as one leading group:
+  // every step then sits in a group <= its index + 1.
+  {
+    const int cnt = min(BLK, share.hi - share.lo);
+    auto settled = [&](int i) { return share.lo + warp * P + i * 8 * P + P < n; };
+#pragma unroll
+    for (int i = 0; i < S - 1; ++i)
+      if (settled(i)) issue_keys(share.lo, cnt, i);
+    cp_async_commit();
+    pdl_wait();
+#pragma unroll
+    for (int i = 0; i < S - 1; ++i) {
+      if (!settled(i)) issue_keys(share.lo, cnt, i);
+      cp_async_commit();
+    }
+  }
   const float* q = a.q + static_cast<int64_t>(g) * kQPG * kHD;
   for (int i = t; i < kQPG * kHD; i += kThreads) q_s[i] = q[i], run_o[i] = 0.f;
   if (t < kQPG) run_m[t] = -INFINITY, run_l[t] = 0.f;
@@ -239,35 +296,38 @@ __global__ void __launch_bounds__(kThreads, 2) attn_decode_kernel(AttnArgs a) {
   // The share in passes of up to BLK positions.
   for (int p0 = share.lo; p0 < share.hi; p0 += BLK) {
     const int cnt = min(BLK, share.hi - p0);
+    if (p0 != share.lo) {  // a later pass: its first key steps, with the same group layout
+      cp_async_commit();
+#pragma unroll
+      for (int i = 0; i < S - 1; ++i) {
+        issue_keys(p0, cnt, i);
+        cp_async_commit();
+      }
+    }
 
-    // Pass 1: scores q_h · k_j for the 8 heads. This lane's query dims: chunk c covers dims
-    // VEC * (lane + 32c) .. + VEC - 1, held in registers during the pass.
-    float qr[kQPG][NCH][VEC];
+    // Pass 1: scores q_h · k_j for the 8 heads. This lane's query dims: chunk k covers dims
+    // 4 (lane + 32k) .. + 3, held in registers during the pass.
+    float qr[kQPG][NCH][4];
 #pragma unroll
     for (int h = 0; h < kQPG; ++h)
 #pragma unroll
-      for (int c = 0; c < NCH; ++c)
-#pragma unroll
-        for (int v = 0; v < VEC; v += 4) {
-          const float4 x =
-              *reinterpret_cast<const float4*>(&q_s[h * kHD + VEC * (lane + 32 * c) + v]);
-          qr[h][c][v] = x.x, qr[h][c][v + 1] = x.y, qr[h][c][v + 2] = x.z, qr[h][c][v + 3] = x.w;
-        }
-    for (int base = warp * P; base < cnt; base += 8 * P) {
-      float kf[P][NCH][VEC];
-#pragma unroll
-      for (int pp = 0; pp < P; ++pp) {
-        const int j = base + pp;
-#pragma unroll
-        for (int c = 0; c < NCH; ++c) {
-          if (j < cnt) {
-            Kv::load(K + static_cast<int64_t>(p0 + j) * kHD + VEC * (lane + 32 * c), kf[pp][c]);
-          } else {
-#pragma unroll
-            for (int v = 0; v < VEC; ++v) kf[pp][c][v] = 0.f;
-          }
-        }
+      for (int k = 0; k < NCH; ++k) {
+        const float4 x = *reinterpret_cast<const float4*>(&q_s[h * kHD + 4 * (lane + 32 * k)]);
+        qr[h][k][0] = x.x, qr[h][k][1] = x.y, qr[h][k][2] = x.z, qr[h][k][3] = x.w;
       }
+    for (int base = warp * P, i = 0; base < cnt; base += 8 * P, ++i) {
+      issue_keys(p0, cnt, i + S - 1);
+      cp_async_commit();
+      cp_async_wait<S - 1>();  // step i has landed
+      const float4* slot = ring + (i % S) * kRingStep + warp * P * kRowChunks;
+      float kf[P][NCH][4];
+#pragma unroll
+      for (int pp = 0; pp < P; ++pp)
+#pragma unroll
+        for (int k = 0; k < NCH; ++k) {
+          const float4 x = slot[pp * kRowChunks + lane + 32 * k];
+          kf[pp][k][0] = x.x, kf[pp][k][1] = x.y, kf[pp][k][2] = x.z, kf[pp][k][3] = x.w;
+        }
       float s[NV];
 #pragma unroll
       for (int pp = 0; pp < P; ++pp)
@@ -275,9 +335,9 @@ __global__ void __launch_bounds__(kThreads, 2) attn_decode_kernel(AttnArgs a) {
         for (int h = 0; h < kQPG; ++h) {
           float acc = 0.f;
 #pragma unroll
-          for (int c = 0; c < NCH; ++c)
+          for (int k = 0; k < NCH; ++k)
 #pragma unroll
-            for (int v = 0; v < VEC; ++v) acc = fmaf(qr[h][c][v], kf[pp][c][v], acc);
+            for (int v = 0; v < 4; ++v) acc = fmaf(qr[h][k][v], kf[pp][k][v], acc);
           s[pp * kQPG + h] = acc;
         }
       const float total = transposed_sum<NV>(s, lane);
@@ -286,11 +346,14 @@ __global__ void __launch_bounds__(kThreads, 2) attn_decode_kernel(AttnArgs a) {
       const int j = base + (idx >> 3);
       if ((lane & ((1 << kShift) - 1)) == 0 && j < cnt) ps[j][idx & 7] = total;
     }
-    __syncthreads();
+    __syncthreads();  // the scores are complete and the ring is free
 
-    // The value pass's first rows are asked into L2 now, so that they arrive during the softmax
-    // pass and its barriers rather than after them (-1.2 % kernel time at 128K-256K).
-    prefetch_rows_l2(V, p0, min(cnt, kAheadRows), t);
+    // The value pass's first steps now, so that they arrive during the softmax pass.
+#pragma unroll
+    for (int i = 0; i < S - 1; ++i) {
+      issue_values(p0, cnt, i);
+      cp_async_commit();
+    }
     // Pass 2: per head max and sum of exp; warp h owns head h.
     {
       const int h = warp;
@@ -308,66 +371,58 @@ __global__ void __launch_bounds__(kThreads, 2) attn_decode_kernel(AttnArgs a) {
     }
     __syncthreads();
 
-    // Pass 3: o_h += p_hj * v_j; thread = (stream, 16-byte chunk of the row).
-    const int c = t % TPR, stream = t / TPR;
-    float acc[kQPG][VEC];
+    // Pass 3: o_h += p_hj * v_j over this thread's stream of rows, in row order.
+    float acc[kQPG][4];
 #pragma unroll
     for (int h = 0; h < kQPG; ++h)
 #pragma unroll
-      for (int v = 0; v < VEC; ++v) acc[h][v] = 0.f;
-    for (int j0 = stream; j0 < cnt; j0 += STREAMS * U) {
-      float vf[U][VEC];
+      for (int v = 0; v < 4; ++v) acc[h][v] = 0.f;
+    for (int j0 = stream, i = 0; j0 < cnt; j0 += U * STREAMS, ++i) {
+      issue_values(p0, cnt, i + S - 1);
+      cp_async_commit();
+      cp_async_wait<S - 1>();
+      const float4* slot = ring + (i % S) * kRingStep;
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int j = j0 + u * STREAMS;
         if (j < cnt) {
-          Kv::load(V + static_cast<int64_t>(p0 + j) * kHD + VEC * c, vf[u]);
-        } else {
-#pragma unroll
-          for (int v = 0; v < VEC; ++v) vf[u][v] = 0.f;
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int j = j0 + u * STREAMS;
-        if (j < cnt) {
+          const float4 x = slot[(u * STREAMS + stream) * kRowChunks + c];
+          const float vf[4] = {x.x, x.y, x.z, x.w};
           const float4 pa = *reinterpret_cast<const float4*>(&ps[j][0]);
           const float4 pb = *reinterpret_cast<const float4*>(&ps[j][4]);
           const float p[kQPG] = {pa.x, pa.y, pa.z, pa.w, pb.x, pb.y, pb.z, pb.w};
 #pragma unroll
           for (int h = 0; h < kQPG; ++h)
 #pragma unroll
-            for (int v = 0; v < VEC; ++v) acc[h][v] = fmaf(p[h], vf[u][v], acc[h][v]);
+            for (int v = 0; v < 4; ++v) acc[h][v] = fmaf(p[h], vf[v], acc[h][v]);
         }
       }
     }
-    // Likewise the next pass's first key rows, during the sums and the fold below.
+    // The next pass's first key rows into L2, during the sums and the fold below.
     prefetch_rows_l2(K, p0 + BLK, min(share.hi - (p0 + BLK), kAheadRows), t);
-    // Sum the streams in a fixed order (16-byte accesses: one wavefront per 8 lanes).
-    static_assert(VEC == 4, "float32 rows as float4 chunks");
-#pragma unroll 1
-    for (int turn = 0; turn < STREAMS; ++turn) {
-      if (stream == turn) {
+    // The streams' sums go to this thread's own value slots (head h: stage h / U, row slot
+    // h % U), which no other thread touches, so one barrier suffices before they are summed.
+    auto sum_slot = [&](int h, int st) {
+      return ring + (h / U) * kRingStep + ((h % U) * STREAMS + st) * kRowChunks;
+    };
 #pragma unroll
-        for (int h = 0; h < kQPG; ++h) {
-          float4& dst = *reinterpret_cast<float4*>(&acc_s[h * kHD + VEC * c]);
-          if (turn == 0) {
-            dst = make_float4(acc[h][0], acc[h][1], acc[h][2], acc[h][3]);
-          } else {
-            const float4 o = dst;
-            dst = make_float4(o.x + acc[h][0], o.y + acc[h][1], o.z + acc[h][2], o.w + acc[h][3]);
-          }
-        }
-      }
-      __syncthreads();
-    }
+    for (int h = 0; h < kQPG; ++h)
+      sum_slot(h, stream)[c] = make_float4(acc[h][0], acc[h][1], acc[h][2], acc[h][3]);
+    __syncthreads();
 
-    // Fold this pass into the running state; thread t owns dim t of every head.
+    // Fold this pass into the running state; thread t owns dim t of every head, and adds the
+    // streams in their order.
 #pragma unroll
     for (int h = 0; h < kQPG; ++h) {
+      float o = 0.f;
+#pragma unroll
+      for (int st = 0; st < STREAMS; ++st) {
+        const float x = reinterpret_cast<const float*>(sum_slot(h, st))[t];
+        o = st == 0 ? x : o + x;
+      }
       const float m_new = fmaxf(run_m[h], blk_m[h]);
       const float alpha = expf(run_m[h] - m_new), beta = expf(blk_m[h] - m_new);
-      run_o[h * kHD + t] = run_o[h * kHD + t] * alpha + acc_s[h * kHD + t] * beta;
+      run_o[h * kHD + t] = run_o[h * kHD + t] * alpha + o * beta;
     }
     __syncthreads();
     if (t < kQPG) {
@@ -375,7 +430,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_decode_kernel(AttnArgs a) {
       run_l[t] = run_l[t] * expf(run_m[t] - m_new) + blk_l[t] * expf(blk_m[t] - m_new);
       run_m[t] = m_new;
     }
-    __syncthreads();  // ps, acc_s and blk_* are rewritten by the next pass
+    __syncthreads();  // ps, the ring and blk_* are rewritten by the next pass
   }
 
   pdl_launch_dependents();
@@ -833,7 +888,7 @@ template <class Kv, int BLK>
 DecodeKernel decode_kernel() {
   DecodeKernel k;
   if constexpr (std::is_same_v<Kv, KvF32>) {
-    k = {attn_decode_kernel<Kv, BLK>, BLK * kQPG * static_cast<int>(sizeof(float))};
+    k = {attn_decode_kernel<BLK>, f32_smem(BLK)};
   } else {
     int dev = 0, optin = 0;
     RL_CUDA(cudaGetDevice(&dev));
