@@ -203,7 +203,7 @@ __device__ __forceinline__ void prefetch_rows_l2(const float* cache, int p, int 
 // chunks it later reads, so waiting for its own copies is all the synchronisation a step needs.
 // Loaded into registers, the score pass had one step (2 KiB per warp) in flight and ran at ~93 %
 // of copy speed, and the value pass drained between its batches of 8 rows; through the rings a
-// layer at 128K positions took 131 instead of 142 us (CUDA_DECODE.md, twenty-second pass).
+// layer at 128K positions takes 128 instead of 141 us (CUDA_DECODE.md, twenty-second pass).
 constexpr int kRowChunks = kHD / 4;                   // 16-byte chunks of a float32 row
 constexpr int kScoreRows = 2;                         // positions per warp step, score pass
 constexpr int kValueStreams = kThreads / kRowChunks;  // value pass: thread = (stream, chunk)
