@@ -243,8 +243,12 @@ __global__ void __launch_bounds__(kThreads, 2) attn_decode_kernel(AttnArgs a) {
   // lane copies chunks lane + 32 k of each. Value step i of thread (stream, c) covers rows
   // p0 + stream + (i * U + u) * STREAMS, u < U. Steps past the pass are not issued; a row past
   // it in a step is zero-filled (its score is never stored, its probability never read).
+  // The first row (within the pass) of each step: the copies and the loops that use them share
+  // these, so a step is read from the slot it was copied to.
+  auto key_row0 = [&](int i) { return warp * P + i * 8 * P; };
+  auto value_row0 = [&](int i) { return stream + i * U * STREAMS; };
   auto issue_keys = [&](int p0, int cnt, int i) {
-    const int base = warp * P + i * 8 * P;
+    const int base = key_row0(i);
     if (base >= cnt) return;
     float4* slot = ring + (i % S) * kRingStep + warp * P * kRowChunks;
 #pragma unroll
@@ -260,7 +264,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_decode_kernel(AttnArgs a) {
     }
   };
   auto issue_values = [&](int p0, int cnt, int i) {
-    const int j0 = stream + i * U * STREAMS;
+    const int j0 = value_row0(i);
     if (j0 >= cnt) return;
     float4* slot = ring + (i % S) * kRingStep;
 #pragma unroll
@@ -276,7 +280,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_decode_kernel(AttnArgs a) {
   // every step then sits in a group <= its index + 1.
   {
     const int cnt = min(BLK, share.hi - share.lo);
-    auto settled = [&](int i) { return share.lo + warp * P + i * 8 * P + P < n; };
+    auto settled = [&](int i) { return share.lo + key_row0(i) + P < n; };
 #pragma unroll
     for (int i = 0; i < S - 1; ++i)
       if (settled(i)) issue_keys(share.lo, cnt, i);
@@ -315,7 +319,8 @@ __global__ void __launch_bounds__(kThreads, 2) attn_decode_kernel(AttnArgs a) {
         const float4 x = *reinterpret_cast<const float4*>(&q_s[h * kHD + 4 * (lane + 32 * k)]);
         qr[h][k][0] = x.x, qr[h][k][1] = x.y, qr[h][k][2] = x.z, qr[h][k][3] = x.w;
       }
-    for (int base = warp * P, i = 0; base < cnt; base += 8 * P, ++i) {
+    for (int i = 0; key_row0(i) < cnt; ++i) {
+      const int base = key_row0(i);
       issue_keys(p0, cnt, i + S - 1);
       cp_async_commit();
       cp_async_wait<S - 1>();  // step i has landed
@@ -377,7 +382,8 @@ __global__ void __launch_bounds__(kThreads, 2) attn_decode_kernel(AttnArgs a) {
     for (int h = 0; h < kQPG; ++h)
 #pragma unroll
       for (int v = 0; v < 4; ++v) acc[h][v] = 0.f;
-    for (int j0 = stream, i = 0; j0 < cnt; j0 += U * STREAMS, ++i) {
+    for (int i = 0; value_row0(i) < cnt; ++i) {
+      const int j0 = value_row0(i);
       issue_values(p0, cnt, i + S - 1);
       cp_async_commit();
       cp_async_wait<S - 1>();

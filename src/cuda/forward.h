@@ -92,8 +92,8 @@ struct StepOptions {
 void enqueue_decode_step(const DeviceModel& m, SessionBuffers& s, const StepOptions& options,
                          const StepStreams& streams, StepObserver* observer = nullptr);
 
-// A value of RL_ENGINE_ATTN_BLK: 0 when unset or empty, else the split size it forces (32, 64,
-// 128, 256, 512 or 1024); anything else throws rl::Error naming the variable.
+// A value of RL_ENGINE_ATTN_BLK: 0 when unset or empty, else the split size it forces (one of
+// kAttnSplitSizes); anything else throws rl::Error naming the variable.
 int parse_attention_split(const char* value);
 // RL_ENGINE_ATTN_BLK, read and checked once.
 int forced_attention_split();
