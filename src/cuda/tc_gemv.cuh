@@ -18,10 +18,10 @@
 // written as four signed 8-bit digits, v = 2^24 d0 + 2^16 d1 + 2^8 d2 + d3. The mma (s8 × s8 → s32)
 // is exact; a k-step is one 32-value sub-block, whose integer scale multiplies the step's int32
 // sums, still exact (|sum| < 2^27 over a block: 8 steps × 32 × 128 × 31 · 63, the largest weight
-// times its scale; Q6_K < 2^28: 8 × 16 × 128 × 63 · 128 per half). The sums are rounded once, to
-// float, per block (Q8_0, whose scales are floats: once per step). The block's float factors (d,
-// dmin, the IQ formats' d/8 or d/4, the input's power of two) are applied once per block; the
-// self-test checks every GEMV against float64.
+// times its scale; Q6_K < 2^28: 8 × 16 × 128 × 63 · 128 per half; Q4_K's, kept 16 times larger,
+// < 2^29: TcK). The sums are rounded once, to float, per block (Q8_0, whose scales are floats:
+// once per step). The block's float factors (d, dmin, the IQ formats' d/8 or d/4, the input's
+// power of two) are applied once per block; the self-test checks every GEMV against float64.
 //
 // Layout of the work. A warp item is a tile of 16 rows × one 256-value block ("kb"). K-step s
 // (of 8) is sub-block s, values 32s .. 32s + 31: lane 4g + t supplies rows g and g + 8 at the
@@ -52,14 +52,22 @@ constexpr int kTileRows = 16;            // rows per warp item (the mma's M)
 constexpr int kDigits = 4;               // B columns: the input's 8-bit digits
 constexpr int kFragLanes = 4 * kDigits;  // lanes that supply B
 
-// D = A · B (mma_m16n8k32 on s8, int32 sums): A = {a0, a1, a2, a3} in the fragment order (rows
-// g / g + 8 at k = 4t .. 4t + 3, then at k = 16 + 4t .. 16 + 4t + 3), B = {b.x, b.y}.
+// D = A · B (mma_m16n8k32 on 8-bit integers, int32 sums): A = {a0, a1, a2, a3} in the fragment
+// order (rows g / g + 8 at k = 4t .. 4t + 3, then at k = 16 + 4t .. 16 + 4t + 3), B = {b.x, b.y}.
+// A's bytes are signed, or with kUnsignedA unsigned; B's are signed.
+template <bool kUnsignedA = false>
 __device__ __forceinline__ void mma(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
                                     uint2 b) {
-  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%10,%10,%10,%10};"
-      : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b.x), "r"(b.y), "r"(0));
+  if constexpr (kUnsignedA)
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%10,%10,%10,%10};"
+        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b.x), "r"(b.y), "r"(0));
+  else
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%10,%10,%10,%10};"
+        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b.x), "r"(b.y), "r"(0));
 }
 
 // The IQ decoders' lookup tables (layout.h, TcIqTables) in shared memory, filled by
@@ -113,11 +121,11 @@ __device__ __forceinline__ int byte_at(uint32_t w, int k) {
 
 // One k-step's sums, scaled by the scales of rows g (sc0) and g + 8 (sc1), into acc: integer
 // scales into int32 sums, or (Q8_0) float scales into float sums.
-template <class Acc>
+template <bool kUnsignedA, class Acc>
 __device__ __forceinline__ void step(Acc (&acc)[4], const uint32_t (&a)[2][2], uint2 b, Acc sc0,
                                      Acc sc1) {
   int c[4];
-  mma(c, a[0][0], a[1][0], a[0][1], a[1][1], b);
+  mma<kUnsignedA>(c, a[0][0], a[1][0], a[0][1], a[1][1], b);
   if constexpr (std::is_same_v<Acc, float>) {
     acc[0] = fmaf(static_cast<float>(c[0]), sc0, acc[0]);
     acc[1] = fmaf(static_cast<float>(c[1]), sc0, acc[1]);
@@ -140,9 +148,9 @@ __device__ __forceinline__ float2 row_sums(const Acc (&acc)[4], int t) {
 // The item's k-steps over M matrices: per matrix, row and step A's two words from
 // group(m, r, s, a), the step's sums times scale(m, r, s) (the integer scale of the sub-block, or
 // with kHalves of the lane's 16 values) into acc.
-template <int M, bool kHalves, class Acc, class Group, class Scale>
+template <int M, bool kHalves, class Acc, class Group, class Scale, bool kUnsignedA = false>
 __device__ __forceinline__ void k_steps(const uint2* xb, int lane, Group&& group, Scale&& scale,
-                                        Acc (&acc)[M][4]) {
+                                        Acc (&acc)[M][4], std::bool_constant<kUnsignedA> = {}) {
   // Lane 4c + t supplies column c from the fragment staged for lane (4c + t) % 16.
   const bool feeds_b = kHalves ? (lane < kFragLanes) == ((lane & 3) < 2) : lane < kFragLanes;
 #pragma unroll
@@ -154,7 +162,7 @@ __device__ __forceinline__ void k_steps(const uint2* xb, int lane, Group&& group
       uint32_t a[2][2];  // [row][values 0-3 / 4-7]
 #pragma unroll
       for (int r = 0; r < 2; ++r) group(m, r, s, a[r]);
-      step(acc[m], a, b, scale(m, 0, s), scale(m, 1, s));
+      step<kUnsignedA>(acc[m], a, b, scale(m, 0, s), scale(m, 1, s));
     }
   }
 }
@@ -212,23 +220,43 @@ struct TcK {
       }
     }
     int acc[M][4] = {};
-    k_steps<M, false>(
-        xb, lane,
-        [&](int m, int r, int s, uint32_t(&a)[2]) {
-          const uint2 q = raw[m].q[r][s >> 1];
-          const int shift = 4 * (s & 1);
-          a[0] = (q.x >> shift) & 0x0F0F0F0Fu;
-          a[1] = (q.y >> shift) & 0x0F0F0F0Fu;
-          if constexpr (kFifthBit) {  // bit s of each byte to bit 4
-            const uint2 h = raw[m].qh[r];
-            a[0] |= (s <= 4 ? h.x << (4 - s) : h.x >> (s - 4)) & 0x10101010u;
-            a[1] |= (s <= 4 ? h.y << (4 - s) : h.y >> (s - 4)) & 0x10101010u;
-          }
-        },
-        [&](int m, int r, int s) { return byte_at(sc[m][r][s >> 2], s & 3); }, acc);
+    if constexpr (kFifthBit) {
+      k_steps<M, false>(
+          xb, lane,
+          [&](int m, int r, int s, uint32_t(&a)[2]) {
+            const uint2 q = raw[m].q[r][s >> 1], h = raw[m].qh[r];
+            const int shift = 4 * (s & 1);
+            // bit s of each qh byte to bit 4
+            a[0] = ((q.x >> shift) & 0x0F0F0F0Fu) |
+                   ((s <= 4 ? h.x << (4 - s) : h.x >> (s - 4)) & 0x10101010u);
+            a[1] = ((q.y >> shift) & 0x0F0F0F0Fu) |
+                   ((s <= 4 ? h.y << (4 - s) : h.y >> (s - 4)) & 0x10101010u);
+          },
+          [&](int m, int r, int s) { return byte_at(sc[m][r][s >> 2], s & 3); }, acc);
+    } else {
+      // A high nibble is taken where it lies, as the unsigned byte 16 q: one mask per register
+      // and no shift. The low nibbles' steps take 16 times their scale instead, so every sum is
+      // 16 times the sub-block's (|sum| < 2^29 over a block: 8 steps × 32 × 240 × 128 · 63), and
+      // the 1/16, a power of two, is applied to the row sums below: the same floats as shifting
+      // (bit-identical logits; +0.45 % at 4K, CUDA_DECODE.md, twenty-third pass).
+      k_steps<M, false>(
+          xb, lane,
+          [&](int m, int r, int s, uint32_t(&a)[2]) {
+            const uint2 q = raw[m].q[r][s >> 1];
+            const uint32_t mask = s & 1 ? 0xF0F0F0F0u : 0x0F0F0F0Fu;
+            a[0] = q.x & mask;
+            a[1] = q.y & mask;
+          },
+          [&](int m, int r, int s) {
+            const int sc_s = byte_at(sc[m][r][s >> 2], s & 3);
+            return s & 1 ? sc_s : 16 * sc_s;
+          },
+          acc, std::true_type{});
+    }
 #pragma unroll
     for (int m = 0; m < M; ++m) {
-      const float2 v = row_sums(acc[m], t);
+      float2 v = row_sums(acc[m], t);
+      if constexpr (!kFifthBit) v = make_float2(v.x * 0.0625f, v.y * 0.0625f);  // exact
       const float d0 = fmt::f16(raw[m].head[0].x), d1 = fmt::f16(raw[m].head[1].x);
       out[m] =
           make_float2(d0 * inv_scale * v.x - min_term[m][0], d1 * inv_scale * v.y - min_term[m][1]);
