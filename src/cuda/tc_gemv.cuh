@@ -11,17 +11,18 @@
 // below); the other formats and shapes keep the float decoders.
 //
 // Exactness. Weights: Q4_K / Q5_K q ≤ 31, IQ2_XXS / IQ3_XXS grid·sign with |.| ≤ 62, Q2_K
-// 0 ≤ q ≤ 3, Q3_K -4 ≤ q ≤ 3, Q6_K 0 ≤ q ≤ 63, Q8_0 its own int8, exact in int8. Input: each
-// 256-value block is scaled by a power of two so that its largest magnitude lies in [2^29, 2^30)
-// and rounded to an integer v: exact for every value of at least 2^-6 of the largest (scaled, its
-// float has no fraction bits), off by at most 2^-30 of the largest for the smaller ones. v is
-// written as four signed 8-bit digits, v = 2^24 d0 + 2^16 d1 + 2^8 d2 + d3. The mma (s8 × s8 → s32)
-// is exact; a k-step is one 32-value sub-block, whose integer scale multiplies the step's int32
-// sums, still exact (|sum| < 2^27 over a block: 8 steps × 32 × 128 × 31 · 63, the largest weight
-// times its scale; Q6_K < 2^28: 8 × 16 × 128 × 63 · 128 per half; Q4_K's, kept 16 times larger,
-// < 2^29: TcK). The sums are rounded once, to float, per block (Q8_0, whose scales are floats:
-// once per step). The block's float factors (d, dmin, the IQ formats' d/8 or d/4, the input's
-// power of two) are applied once per block; the self-test checks every GEMV against float64.
+// 0 ≤ q ≤ 3, Q3_K -4 ≤ q ≤ 3, Q6_K 0 ≤ q ≤ 63, Q8_0 its own int8, exact in int8 (Q4_K's high
+// nibbles as 16 q ≤ 240 in uint8). Input: each 256-value block is scaled by a power of two so
+// that its largest magnitude lies in [2^29, 2^30) and rounded to an integer v: exact for every
+// value of at least 2^-6 of the largest (scaled, its float has no fraction bits), off by at most
+// 2^-30 of the largest for the smaller ones. v is written as four signed 8-bit digits,
+// v = 2^24 d0 + 2^16 d1 + 2^8 d2 + d3. The mma (s8 or u8 × s8 → s32) is exact; a k-step is one
+// 32-value sub-block, whose integer scale multiplies the step's int32 sums, still exact
+// (|sum| < 2^27 over a block: 8 steps × 32 × 128 × 31 · 63, the largest weight times its scale;
+// Q6_K < 2^28: 8 × 16 × 128 × 63 · 128 per half; Q4_K's, kept 16 times larger, < 2^29: TcK).
+// The sums are rounded once, to float, per block (Q8_0, whose scales are floats: once per step).
+// The block's float factors (d, dmin, the IQ formats' d/8 or d/4, the input's power of two) are
+// applied once per block; the self-test checks every GEMV against float64.
 //
 // Layout of the work. A warp item is a tile of 16 rows × one 256-value block ("kb"). K-step s
 // (of 8) is sub-block s, values 32s .. 32s + 31: lane 4g + t supplies rows g and g + 8 at the
