@@ -149,9 +149,9 @@ __device__ __forceinline__ float2 row_sums(const Acc (&acc)[4], int t) {
 // The item's k-steps over M matrices: per matrix, row and step A's two words from
 // group(m, r, s, a), the step's sums times scale(m, r, s) (the integer scale of the sub-block, or
 // with kHalves of the lane's 16 values) into acc.
-template <int M, bool kHalves, class Acc, class Group, class Scale, bool kUnsignedA = false>
+template <int M, bool kHalves, bool kUnsignedA = false, class Acc, class Group, class Scale>
 __device__ __forceinline__ void k_steps(const uint2* xb, int lane, Group&& group, Scale&& scale,
-                                        Acc (&acc)[M][4], std::bool_constant<kUnsignedA> = {}) {
+                                        Acc (&acc)[M][4]) {
   // Lane 4c + t supplies column c from the fragment staged for lane (4c + t) % 16.
   const bool feeds_b = kHalves ? (lane < kFragLanes) == ((lane & 3) < 2) : lane < kFragLanes;
 #pragma unroll
@@ -221,39 +221,33 @@ struct TcK {
       }
     }
     int acc[M][4] = {};
-    if constexpr (kFifthBit) {
-      k_steps<M, false>(
-          xb, lane,
-          [&](int m, int r, int s, uint32_t(&a)[2]) {
-            const uint2 q = raw[m].q[r][s >> 1], h = raw[m].qh[r];
+    // Q4_K takes a high nibble where it lies, as the unsigned byte 16 q: one mask per register and
+    // no shift. Its low nibbles' steps take 16 times their scale instead, so every sum is 16 times
+    // the sub-block's (|sum| < 2^29 over a block: 8 steps × 32 × 240 × 128 · 63), and the 1/16, a
+    // power of two, is applied to the row sums below: the same floats as shifting (bit-identical
+    // logits; +0.45 % at 4K, CUDA_DECODE.md, twenty-third pass). Q5_K's fifth bit needs the shift.
+    k_steps<M, false, !kFifthBit>(
+        xb, lane,
+        [&](int m, int r, int s, uint32_t(&a)[2]) {
+          const uint2 q = raw[m].q[r][s >> 1];
+          if constexpr (kFifthBit) {  // bit s of each qh byte to bit 4
+            const uint2 h = raw[m].qh[r];
             const int shift = 4 * (s & 1);
-            // bit s of each qh byte to bit 4
             a[0] = ((q.x >> shift) & 0x0F0F0F0Fu) |
                    ((s <= 4 ? h.x << (4 - s) : h.x >> (s - 4)) & 0x10101010u);
             a[1] = ((q.y >> shift) & 0x0F0F0F0Fu) |
                    ((s <= 4 ? h.y << (4 - s) : h.y >> (s - 4)) & 0x10101010u);
-          },
-          [&](int m, int r, int s) { return byte_at(sc[m][r][s >> 2], s & 3); }, acc);
-    } else {
-      // A high nibble is taken where it lies, as the unsigned byte 16 q: one mask per register
-      // and no shift. The low nibbles' steps take 16 times their scale instead, so every sum is
-      // 16 times the sub-block's (|sum| < 2^29 over a block: 8 steps × 32 × 240 × 128 · 63), and
-      // the 1/16, a power of two, is applied to the row sums below: the same floats as shifting
-      // (bit-identical logits; +0.45 % at 4K, CUDA_DECODE.md, twenty-third pass).
-      k_steps<M, false>(
-          xb, lane,
-          [&](int m, int r, int s, uint32_t(&a)[2]) {
-            const uint2 q = raw[m].q[r][s >> 1];
+          } else {
             const uint32_t mask = s & 1 ? 0xF0F0F0F0u : 0x0F0F0F0Fu;
             a[0] = q.x & mask;
             a[1] = q.y & mask;
-          },
-          [&](int m, int r, int s) {
-            const int sc_s = byte_at(sc[m][r][s >> 2], s & 3);
-            return s & 1 ? sc_s : 16 * sc_s;
-          },
-          acc, std::true_type{});
-    }
+          }
+        },
+        [&](int m, int r, int s) {
+          const int scale = byte_at(sc[m][r][s >> 2], s & 3);
+          return kFifthBit || (s & 1) ? scale : 16 * scale;
+        },
+        acc);
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       float2 v = row_sums(acc[m], t);
