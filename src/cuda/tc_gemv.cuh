@@ -12,14 +12,15 @@
 //
 // Exactness. Weights: Q4_K / Q5_K q ≤ 31, IQ2_XXS / IQ3_XXS grid·sign with |.| ≤ 62, Q2_K
 // 0 ≤ q ≤ 3, Q3_K -4 ≤ q ≤ 3, Q6_K 0 ≤ q ≤ 63, Q8_0 its own int8, exact in int8 (Q4_K's high
-// nibbles as 16 q ≤ 240 in uint8). Input: each 256-value block is scaled by a power of two so
-// that its largest magnitude lies in [2^29, 2^30) and rounded to an integer v: exact for every
-// value of at least 2^-6 of the largest (scaled, its float has no fraction bits), off by at most
-// 2^-30 of the largest for the smaller ones. v is written as four signed 8-bit digits,
-// v = 2^24 d0 + 2^16 d1 + 2^8 d2 + d3. The mma (s8 or u8 × s8 → s32) is exact; a k-step is one
-// 32-value sub-block, whose integer scale multiplies the step's int32 sums, still exact
-// (|sum| < 2^27 over a block: 8 steps × 32 × 128 × 31 · 63, the largest weight times its scale;
-// Q6_K < 2^28: 8 × 16 × 128 × 63 · 128 per half; Q4_K's, kept 16 times larger, < 2^29: TcK).
+// nibbles as 16 q ≤ 240 and Q2_K's fields as 4^j q ≤ 192 in uint8). Input: each 256-value block is
+// scaled by a power of two so that its largest magnitude lies in [2^29, 2^30) and rounded to an
+// integer v: exact for every value of at least 2^-6 of the largest (scaled, its float has no
+// fraction bits), off by at most 2^-30 of the largest for the smaller ones. v is written as four
+// signed 8-bit digits, v = 2^24 d0 + 2^16 d1 + 2^8 d2 + d3. The mma (s8 or u8 × s8 → s32) is exact;
+// a k-step is one 32-value sub-block, whose integer scale multiplies the step's int32 sums, still
+// exact (|sum| < 2^27 over a block: 8 steps × 32 × 128 × 31 · 63, the largest weight times its
+// scale; Q6_K < 2^28: 8 × 16 × 128 × 63 · 128 per half; Q4_K's, kept 16 times larger, < 2^29:
+// TcK; Q2_K's, kept 64 times larger, < 2^26).
 // The sums are rounded once, to float, per block (Q8_0, whose scales are floats: once per step).
 // The block's float factors (d, dmin, the IQ formats' d/8 or d/4, the input's power of two) are
 // applied once per block; the self-test checks every GEMV against float64.
@@ -452,18 +453,27 @@ struct Tc<TensorType::Q2_K> {
       }
     }
     int acc[M][4] = {};
-    k_steps<M, true>(
+    // Field j of a qs byte (bits 2j, 2j + 1) enters where it lies, as the unsigned byte 4^j q
+    // (≤ 192): one mask per register and no shift. The step's scale is taken 4^(3 - j) times, so
+    // every sum is 64 times the field's (|sum| < 2^26 over a block: 8 steps × 16 values × 64 · 3
+    // · 15 × 128), and the 1/64, a power of two, is applied to the row sums below: the same
+    // floats as shifting (as Q4_K's high nibbles, TcK).
+    k_steps<M, true, true>(
         xb, lane,
         [&](int m, int r, int s, uint32_t(&a)[2]) {
           const uint2 q = raw[m].q[r][s >> 2];
-          const int shift = 2 * (s & 3);
-          a[0] = (q.x >> shift) & 0x03030303u;
-          a[1] = (q.y >> shift) & 0x03030303u;
+          const uint32_t mask = 0x03030303u << 2 * (s & 3);
+          a[0] = q.x & mask;
+          a[1] = q.y & mask;
         },
-        [&](int m, int r, int s) { return byte_at(sc[m][r][s >> 2], s & 3) & 15; }, acc);
+        [&](int m, int r, int s) {
+          return (byte_at(sc[m][r][s >> 2], s & 3) & 15) << 2 * (3 - (s & 3));
+        },
+        acc);
 #pragma unroll
     for (int m = 0; m < M; ++m) {
-      const float2 v = row_sums<true>(acc[m], t);
+      float2 v = row_sums<true>(acc[m], t);
+      v = make_float2(v.x * 0.015625f, v.y * 0.015625f);  // exact
       const float d0 = fmt::f16(raw[m].dd[0]), d1 = fmt::f16(raw[m].dd[1]);
       out[m] =
           make_float2(d0 * inv_scale * v.x - min_term[m][0], d1 * inv_scale * v.y - min_term[m][1]);
