@@ -17,15 +17,15 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader
 seq 1000 40 2560 | tr '\n' ' ' >"$OUT/tokens.txt"
 i=0
 for b in "$@"; do
-  if [ "$b" != "$1" ]; then
+  "$b" eval --backend cuda -m "$M" --tokens "$OUT/tokens.txt" --logits-out "$OUT/logits.$i" \
+    --ctx 64 --decode -q
+  if [ "$i" -gt 0 ]; then
     for f in gemv moe; do
       "$b" selftest --filter $f 2>&1 | grep -E "selftest:|FAIL" | head -5 | sed "s|^|$b $f: |"
     done
+    cmp -s "$OUT/logits.0" "$OUT/logits.$i" && echo "$b: logits identical to $1's" ||
+      echo "$b: logits DIFFER from $1's"
   fi
-  "$b" eval --backend cuda -m "$M" --tokens "$OUT/tokens.txt" --logits-out "$OUT/logits.$i" \
-    --ctx 64 --decode -q
-  cmp -s "$OUT/logits.0" "$OUT/logits.$i" && echo "$b: logits identical to $1's" ||
-    echo "$b: logits DIFFER from $1's"
   i=$((i + 1))
 done
 for r in $(seq "$ROUNDS"); do
