@@ -109,11 +109,11 @@ __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t select
 // The digit weights of this lane's two sum columns (2t, 2t + 1): 2^24 and 2^16 for lane t = 0,
 // 2^8 and 1 for t = 1, and with kHalves the same again for t = 2, 3 (without, their columns are
 // zero and any weight does; t == 0 rather than t & 1 there keeps the IQ3_XXS gate/up from
-// spilling).
+// spilling). All times unit, a power of two (exact), in which a format's sums are counted.
 template <bool kHalves>
-__device__ __forceinline__ float2 digit_weights(int t) {
-  return (kHalves ? (t & 1) == 0 : t == 0) ? make_float2(16777216.f, 65536.f)
-                                           : make_float2(256.f, 1.f);
+__device__ __forceinline__ float2 digit_weights(int t, float unit) {
+  return (kHalves ? (t & 1) == 0 : t == 0) ? make_float2(16777216.f * unit, 65536.f * unit)
+                                           : make_float2(256.f * unit, unit);
 }
 
 // Byte k of w, as an integer.
@@ -139,10 +139,11 @@ __device__ __forceinline__ void step(Acc (&acc)[4], const uint32_t (&a)[2][2], u
   }
 }
 
-// The item's two row sums (rows g, g + 8) in units of the block's scales, from the lane's sums.
+// The item's two row sums (rows g, g + 8) in units of the block's scales, from the lane's sums
+// counted in unit (a power of two: 1/16 when the scales were taken 16 times).
 template <bool kHalves = false, class Acc>
-__device__ __forceinline__ float2 row_sums(const Acc (&acc)[4], int t) {
-  const float2 w = digit_weights<kHalves>(t);
+__device__ __forceinline__ float2 row_sums(const Acc (&acc)[4], int t, float unit = 1.f) {
+  const float2 w = digit_weights<kHalves>(t, unit);
   return make_float2(fmaf(static_cast<float>(acc[1]), w.y, static_cast<float>(acc[0]) * w.x),
                      fmaf(static_cast<float>(acc[3]), w.y, static_cast<float>(acc[2]) * w.x));
 }
@@ -251,8 +252,7 @@ struct TcK {
         acc);
 #pragma unroll
     for (int m = 0; m < M; ++m) {
-      float2 v = row_sums(acc[m], t);
-      if constexpr (!kFifthBit) v = make_float2(v.x * 0.0625f, v.y * 0.0625f);  // exact
+      const float2 v = row_sums(acc[m], t, kFifthBit ? 1.f : 0.0625f);
       const float d0 = fmt::f16(raw[m].head[0].x), d1 = fmt::f16(raw[m].head[1].x);
       out[m] =
           make_float2(d0 * inv_scale * v.x - min_term[m][0], d1 * inv_scale * v.y - min_term[m][1]);
@@ -472,8 +472,7 @@ struct Tc<TensorType::Q2_K> {
         acc);
 #pragma unroll
     for (int m = 0; m < M; ++m) {
-      float2 v = row_sums<true>(acc[m], t);
-      v = make_float2(v.x * 0.015625f, v.y * 0.015625f);  // exact
+      const float2 v = row_sums<true>(acc[m], t, 0.015625f);
       const float d0 = fmt::f16(raw[m].dd[0]), d1 = fmt::f16(raw[m].dd[1]);
       out[m] =
           make_float2(d0 * inv_scale * v.x - min_term[m][0], d1 * inv_scale * v.y - min_term[m][1]);
