@@ -109,7 +109,8 @@ __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t select
 // The digit weights of this lane's two sum columns (2t, 2t + 1): 2^24 and 2^16 for lane t = 0,
 // 2^8 and 1 for t = 1, and with kHalves the same again for t = 2, 3 (without, their columns are
 // zero and any weight does; t == 0 rather than t & 1 there keeps the IQ3_XXS gate/up from
-// spilling). All times unit, a power of two (exact), in which a format's sums are counted.
+// spilling). Each is multiplied by unit, the power of two in which a format counts its sums, so
+// the weights stay exact.
 template <bool kHalves>
 __device__ __forceinline__ float2 digit_weights(int t, float unit) {
   return (kHalves ? (t & 1) == 0 : t == 0) ? make_float2(16777216.f * unit, 65536.f * unit)
