@@ -4,7 +4,8 @@
 #
 #   bash scripts/device.sh [STAGE...]      (default: all stages below, in order)
 #
-# Stages: env build selftest unit parity synth kernel decode80 nopdl80 parity80 profile
+# Stages: env build selftest unit parity synth kernel decode80 nopdl80 parity80 profile insts
+#   srccount
 #   decode80/parity80 use the full-size synthetic 80b-a3b model, generated in the background
 #   right after the build (about 21.5 GB); DECODE_LAYERS=N makes a smaller one (N layers).
 # Needs (carried with the call, both git-ignored): .deps (Debian packages, see
@@ -77,7 +78,7 @@ fi
 
 # The big synthetic model, written while the GPU tests run.
 M80=$WORK/m80.gguf
-if want decode80 || want parity80; then
+if want decode80 || want parity80 || want insts || want srccount; then
   if [ ! -f "$M80" ]; then
     extra=(); [ -n "$DECODE_LAYERS" ] && extra=(--layers "$DECODE_LAYERS")
     ( t0=$SECONDS; $BIN mkmodel --preset 80b-a3b "${extra[@]}" -o "$M80.part" >"$LOGS/mkmodel80.log" 2>&1 \
@@ -171,7 +172,7 @@ if want kernel; then
   grep -E "^[0-9]|copy" "$LOGS/bench-kernel.log" | tee -a "$SUMMARY"
 fi
 
-if want decode80 || want parity80; then
+if want decode80 || want parity80 || want insts || want srccount; then
   [ -n "${GEN_PID:-}" ] && wait "$GEN_PID"
   tail -3 "$LOGS/mkmodel80.log" | tee -a "$SUMMARY"
 fi
@@ -204,6 +205,44 @@ if want parity80 && [ -f "$M80" ]; then
     >"$WORK/m80.tokens.txt"
   eval_pair m80 "$M80" "$WORK/m80.tokens.txt" --ctx 64
   compare "$WORK/m80.cuda.f32" "$WORK/m80.cpu.f32" --vocab 151936 --label "cuda vs cpu 80b-a3b 8 tokens"
+fi
+
+if want insts && [ -f "$M80" ]; then
+  # Instructions, shared-memory wavefronts and DRAM bytes of every kernel of a 4K decode step of
+  # the 80B (Nsight Compute, kernels launched one by one, clocks left alone): a window of three
+  # whole steps (STEP_KERNELS launches each) after the first warm-up steps.
+  STEP_KERNELS=${STEP_KERNELS:-398}
+  run bench-decode-graph 240 $BIN bench decode -m "$M80" --positions 4K --kv-types f32 --tokens 32
+  step_us=$(awk '/on the GPU/ { sub(/.*included\): /, ""); print $1 * 1000; exit }' \
+    "$LOGS/bench-decode-graph.log")
+  grep -E "^4096|on the GPU" "$LOGS/bench-decode-graph.log" | tee -a "$SUMMARY"
+  run ncu-insts 480 ncu --clock-control none --launch-skip $((8 * STEP_KERNELS)) \
+    --launch-count $((3 * STEP_KERNELS)) --csv --page raw --metrics \
+    smsp__inst_executed.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,dram__bytes_read.sum,gpu__time_duration.sum,launch__grid_size \
+    $BIN bench decode -m "$M80" --positions 4K --kv-types f32 --tokens 2 --no-graph
+  python3 scripts/ncu_insts.py "$LOGS/ncu-insts.log" 3 "${SMS:-132}" "${SM_MHZ:-1980}" "$step_us" \
+    >"$OUT/insts.txt" 2>&1
+  tee -a "$SUMMARY" <"$OUT/insts.txt"
+fi
+
+if want srccount && [ -f "$M80" ]; then
+  # Executed instructions per SASS instruction (with its CUDA source line) of one DeltaNet
+  # layer's tensor-core launches at 4K: the in-projection, output projection, experts' gate/up
+  # and down of layer 4 in the third step (193 such launches per step of the 80B). Needs a build
+  # with -lineinfo (its own directory).
+  run configure-lineinfo 300 cmake -S . -B build-li -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CUDA_ARCHITECTURES=90 -DRL_CUDA=ON -DCMAKE_CUDA_FLAGS=-lineinfo \
+    -DPKG_CONFIG_EXECUTABLE="$PKGCONF" \
+    ${DEPS_CMAKE_FLAGS:-}
+  run build-lineinfo 420 cmake --build build-li -j16 --target redlite
+  for src in cuda,sass sass; do  # older ncu: SASS only
+    run ncu-source 480 ncu --clock-control none -k 'regex:gemv_tc|gate_up_tc|down_tc' \
+      --launch-skip $((2 * 193 + 16)) --launch-count 4 --section SourceCounters --page source \
+      --print-source $src --csv build-li/redlite bench decode -m "$M80" --positions 4K \
+      --kv-types f32 --tokens 2 --no-graph && break
+  done
+  gzip -c "$LOGS/ncu-source.log" >"$OUT/ncu-source.log.gz"
+  grep -c . "$LOGS/ncu-source.log" | sed 's/^/ncu-source lines: /' | tee -a "$SUMMARY"
 fi
 
 if want profile; then
