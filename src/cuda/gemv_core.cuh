@@ -271,7 +271,7 @@ __device__ float stage_input(GemvIn mode, const float* x, int n, const float* no
       const float scale = 1.0f / sqrtf(ss / group + eps);
       for (int j = lane; j < group; j += 32) {
         const int i = g * group + j;
-        xs[padded<GV>(i)] = x[i] * scale * norm[j] * siluf(gate[i]);
+        xs[padded<GV>(i)] = x[i] * scale * norm[j] * siluf_staged(gate[i]);
       }
     }
     __syncthreads();
@@ -320,7 +320,7 @@ __device__ float stage_input(GemvIn mode, const float* x, int n, const float* no
           const float gv[8] = {g[k][0].x, g[k][0].y, g[k][0].z, g[k][0].w,
                                g[k][1].x, g[k][1].y, g[k][1].z, g[k][1].w};
 #pragma unroll
-          for (int j = 0; j < 8; ++j) a[j] = a[j] * scale * nw[j] * siluf(gv[j]);
+          for (int j = 0; j < 8; ++j) a[j] = a[j] * scale * nw[j] * siluf_staged(gv[j]);
         }
       } else if (mode == GemvIn::RmsNorm && mine) {
 #pragma unroll

@@ -838,7 +838,7 @@ __device__ void stage_own_blocks(const Input& in, const Staged& st) {
           const float gv[8] = {g[r][0].x, g[r][0].y, g[r][0].z, g[r][0].w,
                                g[r][1].x, g[r][1].y, g[r][1].z, g[r][1].w};
 #pragma unroll
-          for (int j = 0; j < 8; ++j) v[j] = v[j] * scale * nw[j] * siluf(gv[j]);
+          for (int j = 0; j < 8; ++j) v[j] = v[j] * scale * nw[j] * siluf_staged(gv[j]);
         } else {
           ss = warp_sum(ss);
           if (lane == 0) st.sumsq[kb] = ss;
