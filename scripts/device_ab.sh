@@ -3,10 +3,11 @@
 # baseline on the GPU machine): on the GPU machine, with the binaries in a git-ignored folder
 # carried along (.ab/, 64 MiB in all: two or three binaries), the first being the baseline:
 #   bash scripts/device_ab.sh .ab/base .ab/new [...]
-# Writes a synthetic model (MODEL: mkmodel flags, default the full 80b-a3b), runs the GEMV and MoE
-# self-tests of every other binary, compares each binary's 40-token decode logits with the
-# first's (cmp: bit-identical or not), then `bench decode` (POS, default 4K,128K; f32 KV; 24
-# tokens) for ROUNDS rounds (default 3), the binaries alternating, and prints tok/s per round.
+# Writes a synthetic model (MODEL: mkmodel flags, default the full 80b-a3b), runs the self-tests
+# named in FILTERS (default: gemv moe deltanet) of every other binary, compares each binary's
+# 40-token decode logits with the first's (cmp: bit-identical or not), then `bench decode` (POS,
+# default 4K,128K; f32 KV; 24 tokens) for ROUNDS rounds (default 3), the binaries alternating,
+# and prints tok/s per round.
 set -u
 OUT=${OUT:-/tmp/rl-ab}; mkdir -p "$OUT"
 ROUNDS=${ROUNDS:-3}; POS=${POS:-4K,128K}; MODEL=${MODEL:---preset 80b-a3b}
@@ -20,7 +21,7 @@ for b in "$@"; do
   "$b" eval --backend cuda -m "$M" --tokens "$OUT/tokens.txt" --logits-out "$OUT/logits.$i" \
     --ctx 64 --decode -q
   if [ "$i" -gt 0 ]; then
-    for f in gemv moe; do
+    for f in ${FILTERS:-gemv moe deltanet}; do
       "$b" selftest --filter $f 2>&1 | grep -E "selftest:|FAIL" | head -5 | sed "s|^|$b $f: |"
     done
     cmp -s "$OUT/logits.0" "$OUT/logits.$i" && echo "$b: logits identical to $1's" ||

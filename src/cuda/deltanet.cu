@@ -1,5 +1,6 @@
 // One token of a Gated DeltaNet layer: causal conv (with the conv state), SiLU, L2 norms of q and
-// k, and the gated delta rule on the float32 state, read once and written once.
+// k, the gated delta rule on the float32 state, read once and written once, and the gated
+// RMSNorm of the output but for its 1 / rms (the output projection's, GemvIn::GroupRms).
 //
 // Bytes: the state is 32 heads x 128 x 128 floats = 2 MiB per layer, read and written (4 MiB);
 // everything else is a few KiB. The value columns of a head are independent in the delta rule
@@ -48,6 +49,7 @@ constexpr int kMinConvKernel = 2, kMaxConvKernel = 8;
 static_assert(kThreads == 2 * kHd, "one thread per q and k channel of the key head");
 static_assert(kThreads == kColQuads * (kHd / kRows), "the threads tile the 128 x 32 slice");
 static_assert(kColQuads == 8 && kRows == 4, "the shuffles below reduce lanes 8 and 16 apart");
+static_assert(kHd / kCols == kGroupSumsqParts && kCols == 32, "a slice's sum of squares: warp 0");
 
 // The conv taps of one channel: its K weights and all K ring slots.
 template <int K>
@@ -140,11 +142,13 @@ __global__ void __launch_bounds__(kThreads) deltanet_kernel(DeltaNetArgs a) {
   ConvTaps<K> v_taps{};
   if (has_v) v_taps = load_taps<K, kVecW>(a, v_channel, channels);
   const float dt_bias = a.dt_bias[h], ssm_a = a.ssm_a[h];
+  const float norm_w = has_v ? a.norm[slice * kCols + t] : 0.f;
 
   // ---- After pdl_wait: the inputs written by the projection just before. ----
   pdl_wait();
   const float qk_in = a.qkv[qk_channel];
   const float v_in = has_v ? a.qkv[v_channel] : 0.f;
+  const float z_in = has_v ? a.z[h * kHd + slice * kCols + t] : 0.f;
   const float b_logit = a.b[h], a_in = a.a[h];
   const int p = *a.pos;
 
@@ -220,11 +224,15 @@ __global__ void __launch_bounds__(kThreads) deltanet_kernel(DeltaNetArgs a) {
     for (int j = 0; j < 4; ++j) o_part[warp][4 * cq + j] = o[j];
   }
   __syncthreads();
-  if (t < kCols) {
-    float sum = o_part[0][t];
+  if (t < kCols) {  // warp 0, one column each
+    float o_col = o_part[0][t];
 #pragma unroll
-    for (int w = 1; w < kWarps; ++w) sum += o_part[w][t];
-    a.out[h * kHd + slice * kCols + t] = sum;
+    for (int w = 1; w < kWarps; ++w) o_col += o_part[w][t];
+    // The gated RMSNorm's part here, once per value: the output projection's CTAs had each
+    // gated the whole of o again (~25 % of that launch's instructions).
+    const float ss = warp_sum(o_col * o_col);
+    if (t == 0) a.out_sumsq[h * kGroupSumsqParts + slice] = ss;
+    a.out[h * kHd + slice * kCols + t] = o_col * norm_w * siluf(z_in);
   }
 }
 

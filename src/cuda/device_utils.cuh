@@ -112,13 +112,6 @@ __device__ __forceinline__ float sigmoidf_exact(float x) {
 __device__ __forceinline__ float siluf(float x) {
   return x / (1.0f + expf(-x));
 }
-// silu from the hardware's exp2 and reciprocal (relative error below 1e-5): for the gate that the
-// DeltaNet output projection applies while staging its input, in each of its CTAs and on the
-// launch's critical path, where the exact form's range reduction and division took 0.8 % of a 4K
-// decode step (CUDA_DECODE.md, twenty-sixth pass). Large negative x gives 0 (silu(x) < 1e-36).
-__device__ __forceinline__ float siluf_staged(float x) {
-  return x * __fdividef(1.0f, 1.0f + __expf(-x));
-}
 __device__ __forceinline__ float softplusf(float x) {
   return x > 20.0f ? x : log1pf(expf(x));
 }

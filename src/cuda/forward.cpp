@@ -1,14 +1,14 @@
 // The GPU forward pass for one token, top to bottom. Every launch is asynchronous and reads the
 // token and position from device memory, so the whole step is captured once into a CUDA graph.
 //
-// Launches per layer: DeltaNet 3-4 (input projections by weight type, the step, the output
-// projection with the gated norm fused in), attention 5-6 (projections, norm/RoPE/append,
-// split-K attention, merge with the gate, output projection), MoE 4 (top-k with the experts'
-// gate/up, shared gate/up, shared down, experts' down). Residual adds are fused into the output
-// and down projections, the router's logits into the output projections (RouterFold), RMSNorms
-// into the GEMVs that read them. Launches that do not depend on each other run concurrently on a
-// second stream (a parallel branch of the graph): the shared expert beside the routed top-k and
-// gate/up, and a projection's second weight type beside its first.
+// Launches per layer: DeltaNet 3-4 (input projections by weight type, the step with the gated
+// norm's gate and weights, the output projection with the norm's 1 / rms), attention 5-6
+// (projections, norm/RoPE/append, split-K attention, merge with the gate, output projection), MoE 4
+// (top-k with the experts' gate/up, shared gate/up, shared down, experts' down). Residual adds are
+// fused into the output and down projections, the router's logits into the output projections
+// (RouterFold), RMSNorms into the GEMVs that read them. Launches that do not depend on each other
+// run concurrently on a second stream (a parallel branch of the graph): the shared expert beside
+// the routed top-k and gate/up, and a projection's second weight type beside its first.
 #include "cuda/forward.h"
 
 #include <cstdlib>
@@ -144,19 +144,22 @@ void deltanet_block(const DeviceModel& m, const LayerGpu& L, SessionBuffers& s,
   DeltaNetArgs d;
   d.qkv = qkv, d.b = b, d.a = a;
   d.conv_w = w.conv, d.dt_bias = w.dt_bias, d.ssm_a = w.a;
-  d.conv_ring = st.conv_ring, d.state = st.delta, d.out = s.mixed, d.pos = s.step + 1;
+  d.z = z, d.norm = w.norm;
+  d.conv_ring = st.conv_ring, d.state = st.delta, d.out = s.mixed, d.out_sumsq = s.mixed_sumsq;
+  d.pos = s.step + 1;
   d.n_k_heads = c.ssm_n_k_heads, d.n_v_heads = c.ssm_n_v_heads, d.head_dim = c.ssm_head_dim;
   d.conv_kernel = c.ssm_conv_kernel, d.eps = c.rms_eps;
   deltanet_step(d, stream);
-  note("deltanet conv + delta rule", 2ull * c.ssm_n_v_heads * c.ssm_head_dim * c.ssm_head_dim * 4);
+  note("deltanet conv + delta rule + gate",
+       2ull * c.ssm_n_v_heads * c.ssm_head_dim * c.ssm_head_dim * 4);
 
   GemvArgs out;
-  out.w = w.out, out.in = GemvIn::GatedRmsNorm, out.x = s.mixed, out.norm = w.norm;
-  out.gate = z, out.group = c.ssm_head_dim, out.eps = c.rms_eps;
+  out.w = w.out, out.in = GemvIn::GroupRms, out.x = s.mixed, out.sumsq = s.mixed_sumsq;
+  out.group = c.ssm_head_dim, out.eps = c.rms_eps;
   out.out = GemvOut::Add, out.y = s.x;
   out.fold = router_fold(m, L, s);
   gemv(out, stream);
-  note("deltanet gated norm + output projection (+residual, router fold)",
+  note("deltanet norm + output projection (+residual, router fold)",
        matrix_bytes(w.out) + router_fold_bytes(c));
 }
 
@@ -238,6 +241,7 @@ uint64_t SessionBuffers::bytes_needed(const model::Config& c, int64_t max_ctx, K
   p.take(proj_rows(c) * 4);
   p.take(c.q_dim() * 4);
   p.take(std::max(c.q_dim(), c.ssm_v_dim()) * 4);
+  p.take(c.ssm_n_v_heads * kGroupSumsqParts * 4);
   p.take((c.n_expert + 1) * 8);
   p.take((c.n_expert_used + 1) * 4);
   p.take((c.n_expert_used + 1) * 4);
@@ -281,6 +285,7 @@ SessionBuffers::SessionBuffers(const DeviceModel& model, int64_t max_ctx_, KvTyp
   proj = reinterpret_cast<float*>(at(proj_rows(c) * 4));
   q = reinterpret_cast<float*>(at(c.q_dim() * 4));
   mixed = reinterpret_cast<float*>(at(std::max(c.q_dim(), c.ssm_v_dim()) * 4));
+  mixed_sumsq = reinterpret_cast<float*>(at(c.ssm_n_v_heads * kGroupSumsqParts * 4));
   folded = reinterpret_cast<long long*>(at((c.n_expert + 1) * 8));
   expert_ids = reinterpret_cast<int32_t*>(at((c.n_expert_used + 1) * 4));
   expert_weights = reinterpret_cast<float*>(at((c.n_expert_used + 1) * 4));

@@ -43,12 +43,13 @@ struct SessionBuffers {
   std::vector<DeltaNetState> deltanet;    // per DeltaNet layer
 
   // Activations (float32 unless noted).
-  float* x = nullptr;           // residual stream [d]
-  float* proj = nullptr;        // outputs of the input projections
-  float* q = nullptr;           // attention queries after norm and RoPE
-  float* mixed = nullptr;       // attention / DeltaNet output before the output projection
-  long long* folded = nullptr;  // [n_expert + 1]: the router's folded logits (RouterFold), zero
-                                // between a layer's experts' down and its next output projection
+  float* x = nullptr;            // residual stream [d]
+  float* proj = nullptr;         // outputs of the input projections
+  float* q = nullptr;            // attention queries after norm and RoPE
+  float* mixed = nullptr;        // attention / DeltaNet output before the output projection
+  float* mixed_sumsq = nullptr;  // [v heads][kGroupSumsqParts]: the DeltaNet output's (GroupRms)
+  long long* folded = nullptr;   // [n_expert + 1]: the router's folded logits (RouterFold), zero
+                                 // between a layer's experts' down and its next output projection
   int32_t* expert_ids = nullptr;
   float* expert_weights = nullptr;
   float* act = nullptr;     // [n_expert_used][expert_ff]

@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvParams p) {
   const fmt::IqTables tables = stage_tables<T>(p.tables);
   if (a.fold.n_logits > 0) fold_stage(a.fold, first, end, fold);
   pdl_wait();
-  stage_input<F::kGranuleValues>(a.in, a.x, static_cast<int>(a.w.cols), a.norm, a.gate, a.group,
+  stage_input<F::kGranuleValues>(a.in, a.x, static_cast<int>(a.w.cols), a.norm, a.sumsq, a.group,
                                  a.eps, xs);
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -160,7 +160,7 @@ __global__ void __launch_bounds__(32 * kTcMostWarps) gemv_tc_kernel(GemvParams p
   prefetch_weight_rows<T>(a.w, rows.first, rows.end, p.prefetch_rows);
   tc::stage_tables<T>(p.tables);
   __syncthreads();  // the tables
-  const tc::Input in{a.in, a.x, a.norm, a.gate, a.group, a.eps, n};
+  const tc::Input in{a.in, a.x, a.norm, a.sumsq, a.group, a.eps, n};
   if (a.fold.n_logits > 0) fold_stage(a.fold, rows.first, rows.end, fold);
   pdl_wait();
   tc::stage_own_blocks<T>(in, st);
@@ -179,7 +179,7 @@ template <TensorType T>
 void launch_gemv(const GemvArgs& a, cudaStream_t stream) {
   using F = fmt::Format<T>;
   if constexpr (tc::supported<T>()) {
-    if (tc::input_supported(a.in, a.group) && tc::usable(a.w.rows, a.w.cols, 1)) {
+    if (tc::usable(a.w.rows, a.w.cols, 1)) {
       const tc::Plan plan = tc::plan(gemv_tc_kernel<T>, kTcMostWarps, a.w.rows, a.w.cols, 1, 1,
                                      [&](int64_t rows) { return fold_smem_bytes(a.fold, rows); });
       GemvParams p{a, device_tables(), 0, 0, plan.rows_per_block, 0};
@@ -204,6 +204,8 @@ void gemv(const GemvArgs& a, cudaStream_t stream) {
   if (a.w.rows <= 0) return;
   if (a.fold.n_logits > 0 && (a.out != GemvOut::Add || !a.fold.w_t || !a.fold.norm || !a.fold.acc))
     fail("GEMV: a router fold needs GemvOut::Add and its weights, norm and sums");
+  if (a.in == GemvIn::GroupRms && (a.group <= 0 || a.group % 8 != 0 || a.w.cols % a.group != 0))
+    fail("GEMV: groups of ", a.group, " values over ", a.w.cols, " (a multiple of 8 dividing it)");
   const bool ok = fmt::dispatch(a.w.type, [&]<TensorType T>() { launch_gemv<T>(a, stream); });
   if (!ok) fail("GEMV: the CUDA kernels do not decode ", gguf::type_name(a.w.type));
 }

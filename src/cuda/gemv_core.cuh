@@ -208,6 +208,12 @@ int64_t resident_blocks(Kernel kernel, size_t smem, int threads = kGemvThreads) 
   return static_cast<int64_t>(per_sm < 1 ? 1 : per_sm) * current_device().sm_count;
 }
 
+// A GemvIn::GroupRms group's factor 1 / rms from its partial sums of squares, added in order.
+__device__ __forceinline__ float group_rms_scale(float4 parts, int group, float eps) {
+  static_assert(kGroupSumsqParts == 4, "one float4 of partial sums per group");
+  return 1.0f / sqrtf((((parts.x + parts.y) + parts.z) + parts.w) / group + eps);
+}
+
 // Sum over the L lanes of a row group (L a power of two; groups are aligned lane ranges).
 __device__ __forceinline__ float group_sum(float v, int L) {
   for (int o = L >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
@@ -226,14 +232,13 @@ inline int lanes_for(int64_t n_gran) {
 // Returns the RMSNorm's factor 1 / rms(x) (1 for the other inputs).
 // The input comes from L2 (written by the previous kernel), so every load of a thread is issued
 // before any is used: thread t takes the runs of 8 values starting at 8 (t + k blockDim),
-// k = 0..1 per round (one round for inputs up to 4096 values). A gated group (of `group` values,
-// group / 8 lanes) is reduced with shuffles within its lanes, the RMSNorm's sum with one block
-// sum. A gated group whose lane count is not a power of two up to 32 takes one warp per group.
-// The sums of squares are float. This staging is on every GEMV's critical path (timed with
-// globaltimer marks inside the decode graph, CUDA_DECODE.md, fifth pass).
+// k = 0..1 per round (one round for inputs up to 4096 values). The RMSNorm's sum of squares
+// (float) is one block sum; a GroupRms run of 8 values lies in one group (group % 8 == 0, which
+// gemv checks) and takes its group's partial sums. This staging is on every GEMV's critical path
+// (timed with globaltimer marks inside the decode graph, CUDA_DECODE.md, fifth pass).
 template <int GV>
 __device__ float stage_input(GemvIn mode, const float* x, int n, const float* norm,
-                             const float* gate, int group, float eps, float* xs) {
+                             const float* sumsq, int group, float eps, float* xs) {
   if (mode == GemvIn::RmsNorm && n <= 8 * static_cast<int>(blockDim.x)) {
     // The common case (the hidden state, 2048 values) in one run per thread, each value written
     // once: measured ~1 µs shorter per launch than the general path below.
@@ -260,27 +265,10 @@ __device__ float stage_input(GemvIn mode, const float* x, int n, const float* no
     __syncthreads();
     return scale;
   }
-  const int gl = group / 8;
-  if (mode == GemvIn::GatedRmsNorm && (group % 8 != 0 || gl > 32 || (gl & (gl - 1)) != 0)) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
-    for (int g = warp; g < n / group; g += n_warps) {
-      const float* xg = x + g * group;
-      float ss = 0.f;
-      for (int j = lane; j < group; j += 32) ss = fmaf(xg[j], xg[j], ss);
-      ss = warp_sum(ss);
-      const float scale = 1.0f / sqrtf(ss / group + eps);
-      for (int j = lane; j < group; j += 32) {
-        const int i = g * group + j;
-        xs[padded<GV>(i)] = x[i] * scale * norm[j] * siluf_staged(gate[i]);
-      }
-    }
-    __syncthreads();
-    return 1.f;
-  }
   __shared__ float red[32];
   constexpr int kRuns = 2;
   float ss = 0.f;
-  float4 v[kRuns][2], w[kRuns][2], g[kRuns][2];
+  float4 v[kRuns][2], w[kRuns][2], parts[kRuns];
   for (int base = 0; base < n; base += kRuns * 8 * blockDim.x) {
 #pragma unroll
     for (int k = 0; k < kRuns; ++k) {
@@ -288,15 +276,12 @@ __device__ float stage_input(GemvIn mode, const float* x, int n, const float* no
       if (i >= n) continue;
       v[k][0] = *reinterpret_cast<const float4*>(x + i);
       v[k][1] = *reinterpret_cast<const float4*>(x + i + 4);
-      if (mode != GemvIn::Plain) {
-        const int j = mode == GemvIn::GatedRmsNorm ? i % group : i;
-        w[k][0] = *reinterpret_cast<const float4*>(norm + j);
-        w[k][1] = *reinterpret_cast<const float4*>(norm + j + 4);
+      if (mode == GemvIn::RmsNorm) {
+        w[k][0] = *reinterpret_cast<const float4*>(norm + i);
+        w[k][1] = *reinterpret_cast<const float4*>(norm + i + 4);
       }
-      if (mode == GemvIn::GatedRmsNorm) {
-        g[k][0] = *reinterpret_cast<const float4*>(gate + i);
-        g[k][1] = *reinterpret_cast<const float4*>(gate + i + 4);
-      }
+      if (mode == GemvIn::GroupRms)
+        parts[k] = *reinterpret_cast<const float4*>(sumsq + i / group * kGroupSumsqParts);
     }
 #pragma unroll
     for (int k = 0; k < kRuns; ++k) {
@@ -304,24 +289,10 @@ __device__ float stage_input(GemvIn mode, const float* x, int n, const float* no
       const bool mine = i < n;
       float a[8] = {v[k][0].x, v[k][0].y, v[k][0].z, v[k][0].w,
                     v[k][1].x, v[k][1].y, v[k][1].z, v[k][1].w};
-      if (mode == GemvIn::GatedRmsNorm) {
-        // The lanes of a group are consecutive and all present or all absent (n and the group
-        // are multiples of 8 values per lane), so the shuffles stay within present lanes.
-        float gs = 0.f;
-        if (mine)
+      if (mode == GemvIn::GroupRms && mine) {
+        const float scale = group_rms_scale(parts[k], group, eps);
 #pragma unroll
-          for (int j = 0; j < 8; ++j) gs = fmaf(a[j], a[j], gs);
-        const unsigned lanes = __ballot_sync(__activemask(), mine);
-        if (mine) {
-          for (int o = 1; o < gl; o <<= 1) gs += __shfl_xor_sync(lanes, gs, o);
-          const float scale = 1.0f / sqrtf(gs / group + eps);
-          const float nw[8] = {w[k][0].x, w[k][0].y, w[k][0].z, w[k][0].w,
-                               w[k][1].x, w[k][1].y, w[k][1].z, w[k][1].w};
-          const float gv[8] = {g[k][0].x, g[k][0].y, g[k][0].z, g[k][0].w,
-                               g[k][1].x, g[k][1].y, g[k][1].z, g[k][1].w};
-#pragma unroll
-          for (int j = 0; j < 8; ++j) a[j] = a[j] * scale * nw[j] * siluf_staged(gv[j]);
-        }
+        for (int j = 0; j < 8; ++j) a[j] *= scale;
       } else if (mode == GemvIn::RmsNorm && mine) {
 #pragma unroll
         for (int j = 0; j < 8; ++j) ss = fmaf(a[j], a[j], ss);

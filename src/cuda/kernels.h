@@ -43,10 +43,14 @@ bool gemv_supports(gguf::TensorType type);
 
 // ---- GEMV: y = W · in(x) -------------------------------------------------------------------
 enum class GemvIn {
-  Plain,         // x
-  RmsNorm,       // x / sqrt(mean(x²) + eps) * norm                        (norm: cols values)
-  GatedRmsNorm,  // per group of `group` values: rmsnorm(x) * norm * silu(gate) (norm: group)
+  Plain,     // x
+  RmsNorm,   // x / sqrt(mean(x²) + eps) * norm                        (norm: cols values)
+  GroupRms,  // per group of `group` values (a multiple of 8): x / sqrt(ss / group + eps), where
+             // ss, the group's sum of squares, comes as kGroupSumsqParts partial sums (sumsq)
 };
+// The partial sums of squares per group of a GemvIn::GroupRms input: the DeltaNet step leaves
+// one per quarter of a head (its CTAs' column slices).
+constexpr int kGroupSumsqParts = 4;
 enum class GemvOut { Store, Add };  // y = W·in  |  y += W·in
 
 // ---- The router folded into the projection that completes the residual ---------------------
@@ -77,7 +81,7 @@ struct GemvArgs {
   GemvIn in = GemvIn::Plain;
   const float* x = nullptr;
   const float* norm = nullptr;
-  const float* gate = nullptr;
+  const float* sumsq = nullptr;  // GroupRms: [cols / group][kGroupSumsqParts]
   int group = 0;
   float eps = 1e-6f;
   GemvOut out = GemvOut::Store;
@@ -148,7 +152,13 @@ struct DeltaNetArgs {
   const float* ssm_a = nullptr;    // [nv] = -exp(A_log)
   float* conv_ring = nullptr;      // [conv_kernel][channels]: input of position p in slot p % K
   float* state = nullptr;          // [nv][hd k][hd v]
-  float* out = nullptr;            // [nv][hd]: o = Sᵀq before the gated norm
+  const float* z = nullptr;        // [nv][hd] the output gate's inputs
+  const float* norm = nullptr;     // [hd] the gated RMSNorm's weights
+  // [nv][hd]: o · norm · silu(z), o = Sᵀq, and [nv][kGroupSumsqParts] the sums of squares of o
+  // over each quarter of a head: the gated RMSNorm but for its 1 / rms, which the output
+  // projection applies (GemvIn::GroupRms) instead of gating o again in each of its CTAs.
+  float* out = nullptr;
+  float* out_sumsq = nullptr;
   const int32_t* pos = nullptr;
   int n_k_heads = 0, n_v_heads = 0, head_dim = 0, conv_kernel = 0;
   float eps = 1e-6f;

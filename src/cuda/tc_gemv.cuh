@@ -714,18 +714,11 @@ struct Input {
   GemvIn mode = GemvIn::Plain;
   const float* x = nullptr;
   const float* norm = nullptr;
-  const float* gate = nullptr;
+  const float* sumsq = nullptr;
   int group = 0;
   float eps = 0.f;
   int n = 0;
 };
-
-// Whether stage_own_blocks forms this input: a gated group must lie within one kb and take a
-// power-of-two number of lanes (8 values each).
-inline bool input_supported(GemvIn mode, int group) {
-  return mode != GemvIn::GatedRmsNorm ||
-         (group >= 8 && group <= kBlock && kBlock % group == 0 && (group & (group - 1)) == 0);
-}
 
 // Block kb's B fragments from its 256 values (lane: values 8 lane .. 8 lane + 7, which are
 // values 8t .. 8t + 7 of sub-block lane / 4, t = lane % 4, the k-step's values of lane t): the
@@ -794,31 +787,28 @@ constexpr int kMinWarps = 8;  // n >= 8 kbs takes this path (usable)
 // blocks, WarpItems), straight from global memory: no block-wide barrier and no second pass over
 // shared memory, which the fifth pass's timeline showed on every launch's critical path (2-3.6 µs).
 // An RmsNorm's 1 / rms, which needs every block, is not applied here: the warp leaves its blocks'
-// sums of squares and the rows' sums are scaled at the end (input_factor). A gated group lies in
-// one block (input_supported) and is normalised here. All loads of a round are issued before any
-// is used (they come from L2). Ends with the warp synchronised.
+// sums of squares and the rows' sums are scaled at the end (input_factor). A GroupRms lane's 8
+// values lie in one group, scaled here from its partial sums. All loads of a round are issued
+// before any is used (they come from L2). Ends with the warp synchronised.
 template <TensorType T>
 __device__ void stage_own_blocks(const Input& in, const Staged& st) {
   constexpr int kRound = 2;  // blocks loaded together
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_kb = in.n / kBlock;
   const int n_warps = blockDim.x >> 5;
   for (int base = warp; base < n_kb; base += kRound * n_warps) {
-    float4 x[kRound][2], w[kRound][2], g[kRound][2];
+    float4 x[kRound][2], w[kRound][2], parts[kRound];
 #pragma unroll
     for (int r = 0; r < kRound; ++r) {
       const int kb = base + r * n_warps, i = kb * kBlock + 8 * lane;
       if (kb >= n_kb) continue;
       x[r][0] = *reinterpret_cast<const float4*>(in.x + i);
       x[r][1] = *reinterpret_cast<const float4*>(in.x + i + 4);
-      if (in.mode != GemvIn::Plain) {
-        const int j = in.mode == GemvIn::GatedRmsNorm ? i % in.group : i;
-        w[r][0] = *reinterpret_cast<const float4*>(in.norm + j);
-        w[r][1] = *reinterpret_cast<const float4*>(in.norm + j + 4);
+      if (in.mode == GemvIn::RmsNorm) {
+        w[r][0] = *reinterpret_cast<const float4*>(in.norm + i);
+        w[r][1] = *reinterpret_cast<const float4*>(in.norm + i + 4);
       }
-      if (in.mode == GemvIn::GatedRmsNorm) {
-        g[r][0] = *reinterpret_cast<const float4*>(in.gate + i);
-        g[r][1] = *reinterpret_cast<const float4*>(in.gate + i + 4);
-      }
+      if (in.mode == GemvIn::GroupRms)
+        parts[r] = *reinterpret_cast<const float4*>(in.sumsq + i / in.group * kGroupSumsqParts);
     }
 #pragma unroll
     for (int r = 0; r < kRound; ++r) {
@@ -826,25 +816,20 @@ __device__ void stage_own_blocks(const Input& in, const Staged& st) {
       if (kb >= n_kb) continue;
       float v[8] = {x[r][0].x, x[r][0].y, x[r][0].z, x[r][0].w,
                     x[r][1].x, x[r][1].y, x[r][1].z, x[r][1].w};
-      if (in.mode != GemvIn::Plain) {
+      if (in.mode == GemvIn::RmsNorm) {
         const float nw[8] = {w[r][0].x, w[r][0].y, w[r][0].z, w[r][0].w,
                              w[r][1].x, w[r][1].y, w[r][1].z, w[r][1].w};
         float ss = 0.f;
 #pragma unroll
         for (int j = 0; j < 8; ++j) ss = fmaf(v[j], v[j], ss);
-        if (in.mode == GemvIn::GatedRmsNorm) {
-          for (int o = 1; o < in.group / 8; o <<= 1) ss += __shfl_xor_sync(kFullMask, ss, o);
-          const float scale = 1.0f / sqrtf(ss / in.group + in.eps);
-          const float gv[8] = {g[r][0].x, g[r][0].y, g[r][0].z, g[r][0].w,
-                               g[r][1].x, g[r][1].y, g[r][1].z, g[r][1].w};
+        ss = warp_sum(ss);
+        if (lane == 0) st.sumsq[kb] = ss;
 #pragma unroll
-          for (int j = 0; j < 8; ++j) v[j] = v[j] * scale * nw[j] * siluf_staged(gv[j]);
-        } else {
-          ss = warp_sum(ss);
-          if (lane == 0) st.sumsq[kb] = ss;
+        for (int j = 0; j < 8; ++j) v[j] *= nw[j];
+      } else if (in.mode == GemvIn::GroupRms) {
+        const float scale = group_rms_scale(parts[r], in.group, in.eps);
 #pragma unroll
-          for (int j = 0; j < 8; ++j) v[j] *= nw[j];
-        }
+        for (int j = 0; j < 8; ++j) v[j] *= scale;
       }
       write_digits<T>(v, kb, lane, st);
     }
