@@ -228,8 +228,8 @@ fi
 if want srccount && [ -f "$M80" ]; then
   # Executed instructions per SASS instruction (with its CUDA source line) of one DeltaNet
   # layer's tensor-core launches at 4K: the in-projection, output projection, experts' gate/up
-  # and down of layer 4 in the third step (193 such launches per step of the 80B). Needs a build
-  # with -lineinfo (its own directory).
+  # and down of layer 4 in the third step (193 such launches per step of the 80B), summed by
+  # scripts/ncu_lines.py into $OUT/lines.txt. Needs a build with -lineinfo (its own directory).
   run configure-lineinfo 300 cmake -S . -B build-li -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CUDA_ARCHITECTURES=90 -DRL_CUDA=ON -DCMAKE_CUDA_FLAGS=-lineinfo \
     -DPKG_CONFIG_EXECUTABLE="$PKGCONF" \
@@ -242,7 +242,8 @@ if want srccount && [ -f "$M80" ]; then
       --kv-types f32 --tokens 2 --no-graph && break
   done
   gzip -c "$LOGS/ncu-source.log" >"$OUT/ncu-source.log.gz"
-  grep -c . "$LOGS/ncu-source.log" | sed 's/^/ncu-source lines: /' | tee -a "$SUMMARY"
+  python3 scripts/ncu_lines.py "$LOGS/ncu-source.log" src/cuda/tc_gemv.cuh >"$OUT/lines.txt" 2>&1
+  grep -v '^ ' "$OUT/lines.txt" | tee -a "$SUMMARY"
 fi
 
 if want profile; then

@@ -9,6 +9,7 @@ instructions alone take at the GPU's peak issue rate (4 per SM per cycle).
 STEP_US, the step's measured time in the CUDA graph, adds the step's average issue rate."""
 import collections
 import csv
+import math
 import re
 import sys
 
@@ -43,8 +44,8 @@ def main(path, steps, sms, clock_mhz, step_us=None):
     for r in data:
         k = short(r[col["Kernel Name"]])
         # One kernel serves several matrices: tell them apart by the grid and block.
-        grid = r[col["Grid Size"]].strip("()").split(",")[0]
-        block = r[col["Block Size"]].strip("()").split(",")[0]
+        grid = math.prod(int(d) for d in r[col["Grid Size"]].strip("()").split(","))
+        block = math.prod(int(d) for d in r[col["Block Size"]].strip("()").split(","))
         k = f"{k[:24]} {grid:>4}x{block:<3}"
         e = per.setdefault(k, collections.Counter())
         e["launches"] += 1
