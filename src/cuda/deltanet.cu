@@ -228,8 +228,9 @@ __global__ void __launch_bounds__(kThreads) deltanet_kernel(DeltaNetArgs a) {
     float o_col = o_part[0][t];
 #pragma unroll
     for (int w = 1; w < kWarps; ++w) o_col += o_part[w][t];
-    // The gated RMSNorm's part here, once per value: the output projection's CTAs had each
-    // gated the whole of o again (~25 % of that launch's instructions).
+    // The gated RMSNorm's part here, once per value: each of the output projection's CTAs had
+    // gated the whole of o again, its SiLUs and products 16 % of that launch's instructions
+    // (CUDA_DECODE.md, twenty-sixth pass).
     const float ss = warp_sum(o_col * o_col);
     if (t == 0) a.out_sumsq[h * kGroupSumsqParts + slice] = ss;
     a.out[h * kHd + slice * kCols + t] = o_col * norm_w * siluf(z_in);
