@@ -21,6 +21,7 @@ TIME = "gpu__time_duration.sum"
 
 def short(name):
     name = re.sub(r"^void ", "", name)
+    name = re.sub(r"(?<=<)unnamed>::", "", name)  # a template argument's namespace (ncu's raw names)
     name = re.sub(r"\(anonymous namespace\)::|<unnamed>::|unnamed>::|rl::(cuda|gguf)::", "", name)
     name = re.sub(r"\(TensorType\)", "", name)
     return re.sub(r"\(.*", "", name)[:34]
