@@ -218,7 +218,7 @@ if want insts && [ -f "$M80" ]; then
   grep -E "^4096|on the GPU" "$LOGS/bench-decode-graph.log" | tee -a "$SUMMARY"
   run ncu-insts 480 ncu --clock-control none --launch-skip $((8 * STEP_KERNELS)) \
     --launch-count $((3 * STEP_KERNELS)) --csv --page raw --metrics \
-    smsp__inst_executed.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,dram__bytes_read.sum,gpu__time_duration.sum,launch__grid_size \
+    smsp__inst_executed.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,dram__bytes_read.sum,gpu__time_duration.sum \
     $BIN bench decode -m "$M80" --positions 4K --kv-types f32 --tokens 2 --no-graph
   python3 scripts/ncu_insts.py "$LOGS/ncu-insts.log" 3 "${SMS:-132}" "${SM_MHZ:-1980}" "$step_us" \
     >"$OUT/insts.txt" 2>&1

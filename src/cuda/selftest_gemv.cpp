@@ -120,11 +120,11 @@ void test_gemv(Reporter& r, uint64_t seed) {
       TestMatrix m(t, s.rows, cols, seed++, 0.05f);
       const auto x = rng.normal(cols);
       const auto norm = rng.normal(cols, 0.2f, 1.0f);
-      // Partial sums of squares of groups of 128 values of unit scale.
-      const auto sumsq = rng.uniform(cols / 128 * kGroupSumsqParts, 8.0f, 56.0f);
-      const auto y0 = rng.normal(s.rows);
       const int group = 128;
       const float eps = 1e-6f;
+      // Partial sums of squares of groups of values of unit scale.
+      const auto sumsq = rng.uniform(cols / group * kGroupSumsqParts, 8.0f, 56.0f);
+      const auto y0 = rng.normal(s.rows);
       Dev<float> dx(x), dnorm(norm), dsumsq(sumsq), dy(s.rows);
       if (add)
         dy.upload(y0);
