@@ -727,12 +727,16 @@ struct Input {
 template <TensorType T>
 __device__ __forceinline__ void write_digits(const float (&v)[8], int kb, int lane,
                                              const Staged& st) {
-  float mx = 0.f, sum = 0.f;
-  bool finite = true;
+  // The largest magnitude as the largest of the values' bits without their signs: the same order
+  // for finite values, and an infinity or NaN (every exponent bit set) above all of them, so one
+  // warp reduction in hardware (redux.sync, sm_80+) gives both the scale and whether the block is
+  // finite (a float maximum was five shuffles and a vote).
+  uint32_t top = 0;
+  float sum = 0.f;
 #pragma unroll
-  for (int j = 0; j < 8; ++j) mx = fmaxf(mx, fabsf(v[j])), sum += v[j], finite &= isfinite(v[j]);
-  mx = warp_max(mx);
-  finite = __all_sync(kFullMask, finite);
+  for (int j = 0; j < 8; ++j) top = max(top, __float_as_uint(v[j]) & 0x7fffffffu), sum += v[j];
+  top = __reduce_max_sync(kFullMask, top);
+  const bool finite = top < 0x7f800000u;
   if constexpr (Tc<T>::kSumValues == 32) {  // lanes 4q .. 4q + 3
     sum += __shfl_xor_sync(kFullMask, sum, 1);
     sum += __shfl_xor_sync(kFullMask, sum, 2);
@@ -746,18 +750,18 @@ __device__ __forceinline__ void write_digits(const float (&v)[8], int kb, int la
   // no integer form: its scale is NaN, so the sums it enters are NaN, as a float product's would
   // be (or infinite: both are not finite).
   int e = 30;
-  if (mx > 0.f && finite) e = max(((__float_as_int(mx) >> 23) & 0xff) - 126, -100);
+  if (top > 0 && finite) e = max(static_cast<int>(top >> 23) - 126, -100);
   if (lane == 0)
     st.inv_scale[kb] = finite ? __int_as_float((e - 30 + 127) << 23) : __int_as_float(0x7fc00000);
   const float scale = __int_as_float((30 - e + 127) << 23);  // powers of two: exact
-  // Byte i of w[j] is value j's digit d(3 - i): q + 0x808080 makes the three low digits offset
-  // binary, and flipping their top bits makes them two's complement (the top byte is d0 as it is).
+  // Byte i of w[j] is value j's digit d(3 - i) in offset binary for the three low digits (q +
+  // 0x808080); flipping their top bits after the transpose makes them two's complement (six
+  // logic ops for the lane's eight values; the top byte is d0 as it is). A block that is not
+  // finite converts its values all the same: its NaN scale makes whatever digits they give NaN.
   uint32_t w[8];
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const int q = finite ? __float2int_rn(v[j] * scale) : 0;  // |q| <= 2^30, so |d0| <= 64
-    w[j] = static_cast<uint32_t>(q + 0x808080) ^ 0x808080u;
-  }
+  for (int j = 0; j < 8; ++j)  // |q| <= 2^30, so |d0| <= 64
+    w[j] = static_cast<uint32_t>(__float2int_rn(v[j] * scale) + 0x808080);
   // A 4 x 4 byte transpose per half: digit[c][h] holds digit d(c) of values 4h .. 4h + 3.
   uint32_t digit[kDigits][2];
 #pragma unroll
@@ -765,9 +769,9 @@ __device__ __forceinline__ void write_digits(const float (&v)[8], int kb, int la
     const uint32_t* x = w + 4 * h;
     const uint32_t ab_lo = __byte_perm(x[0], x[1], 0x5140), ab_hi = __byte_perm(x[0], x[1], 0x7362);
     const uint32_t cd_lo = __byte_perm(x[2], x[3], 0x5140), cd_hi = __byte_perm(x[2], x[3], 0x7362);
-    digit[3][h] = __byte_perm(ab_lo, cd_lo, 0x5410);
-    digit[2][h] = __byte_perm(ab_lo, cd_lo, 0x7632);
-    digit[1][h] = __byte_perm(ab_hi, cd_hi, 0x5410);
+    digit[3][h] = __byte_perm(ab_lo, cd_lo, 0x5410) ^ 0x80808080u;
+    digit[2][h] = __byte_perm(ab_lo, cd_lo, 0x7632) ^ 0x80808080u;
+    digit[1][h] = __byte_perm(ab_hi, cd_hi, 0x5410) ^ 0x80808080u;
     digit[0][h] = __byte_perm(ab_hi, cd_hi, 0x7632);
   }
   uint2* frag = st.xb + (kb * kSteps + lane / 4) * kFragLanes + (lane & 3);
