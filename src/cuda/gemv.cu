@@ -161,9 +161,10 @@ __global__ void __launch_bounds__(32 * kTcMostWarps) gemv_tc_kernel(GemvParams p
   tc::stage_tables<T>(p.tables);
   __syncthreads();  // the tables
   const tc::Input in{a.in, a.x, a.norm, a.sumsq, a.group, a.eps, n};
-  if (a.fold.n_logits > 0) fold_stage(a.fold, rows.first, rows.end, fold);
   pdl_wait();
   tc::stage_own_blocks<T>(in, st);
+  // The router's rows behind the input, not ahead of it (router_fold.cuh).
+  if (a.fold.n_logits > 0) fold_stage(a.fold, rows.first, rows.end, fold);
   tc::sum_items<T>(rows, raw, load, st, partial);
   const float factor = tc::input_factor(in, st);
   for (int64_t j = threadIdx.x; j < rows.end - rows.first; j += blockDim.x) {

@@ -3,11 +3,12 @@
 // Internal; .cu only.
 //
 // A CTA copies its rows' weights (one contiguous slice of the transposed matrix) and norm into
-// shared memory at its start, asynchronously (constant data: before it waits for its
-// predecessor), and sums them when its rows of y are final. Measured (CUDA_DECODE.md, fifteenth
-// pass): the same sums with the weights loaded from global memory at the end (prefetched into L2
-// at the start) cost ~3 µs per projection, more than the router launch they replace; the copies
-// after the wait instead of before it were 0.7 % slower at 4K.
+// shared memory asynchronously, early, and sums them when its rows of y are final. Measured
+// (CUDA_DECODE.md, fifteenth pass): the same sums with the weights loaded from global memory at
+// the end (prefetched into L2 at the start) cost ~3 µs per projection, more than the router
+// launch they replace; the copies right after the wait instead of before it were 0.7 % slower at
+// 4K. The tensor-core GEMV issues them once its input is staged (+0.4 % at 4K, twenty-seventh
+// pass): its 33 KB per CTA no longer queue ahead of the input's loads.
 #pragma once
 #include "cuda/device_utils.cuh"
 #include "cuda/kernels.h"
