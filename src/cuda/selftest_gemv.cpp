@@ -166,6 +166,30 @@ void test_gemv(Reporter& r, uint64_t seed) {
       r.check(name + " router fold", worst_relative(got_fold, ref_fold), 1e-4);
     }
   }
+  // An infinity and a NaN in the input: the float64 sums are not finite, so no output may be
+  // (the tensor-core path gives such a block a NaN scale instead of digits).
+  for (TensorType t : kTypes) {
+    const int64_t rows = 2500, cols = 2048;
+    const std::string name = str("gemv ", type_str(t), " ", rows, "x", cols, " inf and NaN in x");
+    if (!r.wanted(name)) continue;
+    TestMatrix m(t, rows, cols, seed++, 0.05f);
+    auto x = rng.normal(cols);
+    x[300] = INFINITY, x[1400] = std::nanf("");
+    // Poisoned with a finite value, so that an output left unwritten counts as a failure.
+    Dev<float> dx(x), dy(std::vector<float>(rows, 7.0f));
+    GemvArgs a;
+    a.w = m.m, a.x = dx.get(), a.y = dy.get();
+    gemv(a, nullptr);
+    const auto got = dy.download();
+    int64_t finite = 0;
+    for (int64_t i = 0; i < rows; ++i) {
+      double ref = 0.0;
+      for (int64_t c = 0; c < cols; ++c) ref += double(m.values[i * cols + c]) * x[c];
+      if (std::isfinite(ref)) fail("selftest: the reference of ", name, " is finite");
+      finite += std::isfinite(got[i]);
+    }
+    r.verdict(name, finite == 0, str(finite, " of ", rows, " outputs finite"));
+  }
 }
 
 }  // namespace rl::cuda::st
