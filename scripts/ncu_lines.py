@@ -2,15 +2,18 @@
 """Instructions executed per CUDA source line, per profiled launch, from `ncu --section
 SourceCounters --page source --print-source cuda,sass --csv` (a -lineinfo build), with the shares
 of the tensor-core kernels' parts: the formats' item work (tc_gemv.cuh's Tc<T>), the input staging
-(write_digits, stage_own_blocks, input_factor and what they inline) and the router fold.
+(write_digits, stage_own_blocks, input_factor, and the warp_sum of an RmsNorm's squares they
+inline) and the router fold.
 
     ncu_lines.py LOG TC_GEMV [TOP]
 
 TC_GEMV is the profiled build's src/cuda/tc_gemv.cuh: its section comments delimit the parts (the
-items from the top to "---- The staged input", the staging from there to "A warp item"). TOP:
+items from the top to "---- The staged input", the staging from there to "A warp item"); the
+device_utils.cuh beside it gives warp_sum's line (in these kernels only the staging calls it). TOP:
 lines listed per launch (default 25)."""
 import collections
 import csv
+import os
 import re
 import sys
 
@@ -21,8 +24,16 @@ def part_ranges(tc_gemv):
     return range(1, staged), range(staged, item)
 
 
+def warp_sum_line(tc_gemv):
+    path = os.path.join(os.path.dirname(tc_gemv), "device_utils.cuh")
+    lines = open(path).read().splitlines()
+    head = next(i for i, l in enumerate(lines) if " warp_sum(" in l)
+    return next(i for i, l in enumerate(lines[head:], head + 1) if "__shfl_xor_sync" in l)
+
+
 def main(path, tc_gemv, top):
     ITEMS, STAGING = part_ranges(tc_gemv)
+    WARP_SUM = warp_sum_line(tc_gemv)
     rows = list(csv.reader(open(path, errors="replace")))
     launches, cur, seen, file, col, bad = [], None, set(), None, None, 0
     for r in rows:
@@ -55,8 +66,7 @@ def main(path, tc_gemv, top):
         for (f, l), (v, _) in lines.items():
             if f == "tc_gemv.cuh" and l in ITEMS:
                 part["items"] += v
-            elif (f == "tc_gemv.cuh" and l in STAGING) or f == "cmath" or \
-                    (f == "device_utils.cuh" and l in (91, 113)):
+            elif (f == "tc_gemv.cuh" and l in STAGING) or (f == "device_utils.cuh" and l == WARP_SUM):
                 part["staging"] += v
             elif f == "router_fold.cuh":
                 part["fold"] += v
