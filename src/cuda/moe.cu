@@ -7,8 +7,6 @@
 // dot product over a virtual row of n_slots segments, so the weighted sum needs no extra pass.
 // The top-k runs inside the gate/up kernel (every block picks the same experts from the 512
 // logits in about a microsecond), which saves a launch per layer.
-#include <cfloat>
-
 #include "cuda/check.h"
 #include "cuda/device.h"
 #include "cuda/gemv_core.cuh"
@@ -55,11 +53,10 @@ __device__ __forceinline__ float load_keys(const long long* folded, int n,
   for (int j = 0; j < J; ++j) x[j] = folded_value(f[j]);
 #pragma unroll
   for (int j = 0; j < J; ++j) {
-    // NaN and -inf rank last among the real experts (as -FLT_MAX, ties by index); padding has
-    // key 0, below every real expert, and is never chosen as k <= n.
-    // -0 counts as +0 (x + 0 turns it into +0), so equal logits stay ties.
-    const float v = x[j] == x[j] ? fmaxf(x[j], -FLT_MAX) + 0.f : -FLT_MAX;
-    key[j] = lane + 32 * j < n ? order_key(v) : 0u;
+    // Padding has key 0, below every real expert, and is never chosen as k <= n. A folded
+    // value is an integer's conversion, never NaN, infinite or -0 (a NaN share lands on the
+    // fold's lower bound), so equal logits are equal keys and tie by index.
+    key[j] = lane + 32 * j < n ? order_key(x[j]) : 0u;
   }
   return folded_value(after);
 }
