@@ -87,9 +87,9 @@ __device__ uint32_t topk_rounds(uint32_t (&key)[kMaxExperts / 32], int k, int32_
 // The top k by a threshold, with no rounds over all keys: the k-th largest of the 32 lane maxima
 // (or, with ties among them, a value below it) bounds the k-th largest key from below (the k
 // lanes at or above it hold k keys at least as large), so only the keys at or above it are
-// candidates, usually a few more than k. Their ranks, counted
-// against each other in the same order as the rounds, place them. Returns false (nothing written)
-// when more than 32 keys reach the threshold (wide ties), for topk_rounds to decide.
+// candidates, usually a few more than k. Their ranks, counted against each other in the same
+// order as the rounds, place them. Returns false (nothing written) when more than 32 keys reach
+// the threshold (wide ties), for topk_rounds to decide.
 // Against the rounds alone: +0.6-1.1 % per decode step at 4K (CUDA_DECODE.md, tenth pass).
 __device__ bool topk_threshold(const uint32_t (&key)[kMaxExperts / 32], int k, int32_t* ids,
                                uint32_t& my_key) {
@@ -103,7 +103,8 @@ __device__ bool topk_threshold(const uint32_t (&key)[kMaxExperts / 32], int k, i
   // k rounds over one value per lane; k <= n and k <= 32, so k lanes hold a real key (> 0).
   // A round retires every lane holding the maximum (no ballot for the lowest one): after k
   // rounds at least k lanes are retired, all at or above t, so t still bounds the k-th key from
-  // below (+0.46 % per decode step at 4K, CUDA_DECODE.md, twenty-eighth pass).
+  // below (+0.46 % per decode step at 4K, CUDA_DECODE.md, twenty-eighth pass). Ties that retire
+  // every real lane early leave t = 0, which all 512 keys reach: topk_rounds decides.
   uint32_t t = 0;
   for (int r = 0; r < k; ++r) {
     t = __reduce_max_sync(kFullMask, m);
