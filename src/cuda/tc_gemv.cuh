@@ -758,10 +758,12 @@ __device__ __forceinline__ void write_digits(const float (&v)[8], int kb, int la
   // 0x808080); flipping their top bits after the transpose makes them two's complement (six
   // logic ops for the lane's eight values; the top byte is d0 as it is). A block that is not
   // finite converts its values all the same: its NaN scale makes whatever digits they give NaN.
+  // |q| <= 2^30, so |d0| <= 64. A block that is not finite may saturate q, so the offset is added
+  // as unsigned: it wraps instead of overflowing an int.
   uint32_t w[8];
 #pragma unroll
-  for (int j = 0; j < 8; ++j)  // |q| <= 2^30, so |d0| <= 64
-    w[j] = static_cast<uint32_t>(__float2int_rn(v[j] * scale) + 0x808080);
+  for (int j = 0; j < 8; ++j)
+    w[j] = static_cast<uint32_t>(__float2int_rn(v[j] * scale)) + 0x808080u;
   // A 4 x 4 byte transpose per half: digit[c][h] holds digit d(c) of values 4h .. 4h + 3.
   uint32_t digit[kDigits][2];
 #pragma unroll
