@@ -163,28 +163,34 @@ void deltanet_block(const DeviceModel& m, const LayerGpu& L, SessionBuffers& s,
        matrix_bytes(w.out) + router_fold_bytes(c));
 }
 
-// The router's logits were folded into the output projection just before (RouterFold). The
-// shared expert runs on the side stream beside the routed top-k and the experts' gate/up: it
-// needs only its gate's folded logit (the last one) and writes its own output, which the experts'
-// down adds into the residual with theirs. That down also zeroes the folded logits for the next
-// layer.
+// The router's logits were folded into the output projection just before (RouterFold). Where
+// the formats allow (moe_gate_up_takes_shared, moe_down_takes_shared), the shared expert is a slot
+// of the experts' gate/up launch and warps of their down's, which adds both into the residual.
+// Otherwise it runs on the side stream beside the routed top-k and gate/up (it needs only its
+// gate's folded logit, the last one) and stores its output for the experts' down to add. The
+// experts' down also zeroes the folded logits for the next layer.
 void moe_block(const DeviceModel& m, const LayerGpu& L, SessionBuffers& s, cudaStream_t stream,
                const Side& side, const Note& note) {
   const auto& c = m.config;
   const auto& w = L.moe;
   const int k = c.n_expert_used;
+  const bool shared_joins = moe_gate_up_takes_shared(w.gate, k, w.sh_gate, w.sh_up) &&
+                            moe_down_takes_shared(w.down, k, w.sh_down);
+  const uint64_t shared_gate_up_bytes = matrix_bytes(w.sh_gate) + matrix_bytes(w.sh_up);
 
-  side.fork();
-  GateUpArgs sh;
-  sh.gate = w.sh_gate, sh.up = w.sh_up, sh.n_slots = 1;
-  sh.gate_folded = s.folded + c.n_expert;
-  sh.x = s.x, sh.norm = L.post_norm, sh.eps = c.rms_eps, sh.act = s.sh_act;
-  moe_gate_up(sh, side.stream());
-  note("shared expert gate/up + SwiGLU", matrix_bytes(w.sh_gate) + matrix_bytes(w.sh_up));
-  DownArgs sd;
-  sd.down = w.sh_down, sd.n_slots = 1, sd.act = s.sh_act, sd.store = true, sd.y = s.sh_out;
-  moe_down(sd, side.stream());
-  note("shared expert down", matrix_bytes(w.sh_down));
+  if (!shared_joins) {
+    side.fork();
+    GateUpArgs sh;
+    sh.gate = w.sh_gate, sh.up = w.sh_up, sh.n_slots = 1;
+    sh.gate_folded = s.folded + c.n_expert;
+    sh.x = s.x, sh.norm = L.post_norm, sh.eps = c.rms_eps, sh.act = s.sh_act;
+    moe_gate_up(sh, side.stream());
+    note("shared expert gate/up + SwiGLU", shared_gate_up_bytes);
+    DownArgs sd;
+    sd.down = w.sh_down, sd.n_slots = 1, sd.act = s.sh_act, sd.store = true, sd.y = s.sh_out;
+    moe_down(sd, side.stream());
+    note("shared expert down", matrix_bytes(w.sh_down));
+  }
 
   RouteArgs route;
   route.folded = s.folded, route.n_expert = c.n_expert;
@@ -192,16 +198,28 @@ void moe_block(const DeviceModel& m, const LayerGpu& L, SessionBuffers& s, cudaS
   GateUpArgs gu;
   gu.gate = w.gate, gu.up = w.up, gu.route = &route;
   gu.n_slots = k, gu.x = s.x, gu.norm = L.post_norm, gu.eps = c.rms_eps, gu.act = s.act;
+  if (shared_joins) gu.shared_gate = w.sh_gate, gu.shared_up = w.sh_up, gu.shared_act = s.sh_act;
   moe_gate_up(gu, stream);
-  note("router top-k + experts gate/up + SwiGLU", k * (matrix_bytes(w.gate) + matrix_bytes(w.up)));
-  side.join();
+  const uint64_t gate_up_bytes = k * (matrix_bytes(w.gate) + matrix_bytes(w.up));
+  if (shared_joins)
+    note("router top-k + experts and shared gate/up + SwiGLU",
+         gate_up_bytes + shared_gate_up_bytes);
+  else
+    note("router top-k + experts gate/up + SwiGLU", gate_up_bytes);
+  if (!shared_joins) side.join();
 
   DownArgs dn;
-  dn.down = w.down, dn.ids = s.expert_ids, dn.n_slots = k, dn.act = s.act;
-  dn.extra = s.sh_out, dn.y = s.x;
+  dn.down = w.down, dn.ids = s.expert_ids, dn.n_slots = k, dn.act = s.act, dn.y = s.x;
+  if (shared_joins)
+    dn.shared = w.sh_down, dn.shared_act = s.sh_act;
+  else
+    dn.extra = s.sh_out;
   dn.clear = s.folded, dn.clear_n = c.n_expert + 1;
   moe_down(dn, stream);
-  note("experts down + shared output (+residual)", k * matrix_bytes(w.down));
+  if (shared_joins)
+    note("experts and shared down (+residual)", k * matrix_bytes(w.down) + matrix_bytes(w.sh_down));
+  else
+    note("experts down + shared output (+residual)", k * matrix_bytes(w.down));
 }
 
 // Sizes (in bytes) of the pieces of a session's storage, in allocation order.

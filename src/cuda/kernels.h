@@ -122,8 +122,18 @@ struct GateUpArgs {
   const float* norm = nullptr;
   float eps = 1e-6f;
   float* act = nullptr;  // [n_slots][gate.rows]
+  // The shared expert's gate and up, optional with a route (moe_gate_up_takes_shared): one slot
+  // more of CTAs, scaled by the sigmoid of the route's last folded logit, into shared_act
+  // [gate.rows].
+  Matrix shared_gate, shared_up;
+  float* shared_act = nullptr;
 };
 void moe_gate_up(const GateUpArgs& args, cudaStream_t stream);
+// Whether moe_gate_up can take the shared expert's gate and up into the launch of a route over
+// gate and up (the tensor-core path of an IQ format, and shared matrices of the same shape in a
+// K-quant or Q8_0); otherwise they are a launch of their own.
+bool moe_gate_up_takes_shared(const Matrix& gate, int n_slots, const Matrix& shared_gate,
+                              const Matrix& shared_up);
 
 // y[r] += sum over slots s of down_e · act[s] with e = ids[s] (+ extra[r]), for r < down.rows;
 // with store, y[r] = that sum instead.
@@ -133,6 +143,10 @@ struct DownArgs {
   int n_slots = 1;
   const float* act = nullptr;    // [n_slots][down.cols]
   const float* extra = nullptr;  // [down.rows], optional
+  // The shared expert's down, optional (moe_down_takes_shared): its matrix (down.rows rows) and
+  // activation [shared.cols], summed with the slots' into the same rows.
+  Matrix shared;
+  const float* shared_act = nullptr;
   bool store = false;
   float* y = nullptr;
   // Zeroed after the wait for the previous launch: the folded logits, which the gate/up before
@@ -141,6 +155,11 @@ struct DownArgs {
   int clear_n = 0;
 };
 void moe_down(const DownArgs& args, cudaStream_t stream);
+// Whether moe_down can take the shared expert's down `shared` into the launch of the routed
+// `down` over n_slots slots (the tensor-core path of an IQ format, a block of the slots' input per
+// warp, and a shared matrix of a K-quant or Q8_0 of at most two blocks per row); otherwise it is a
+// launch of its own.
+bool moe_down_takes_shared(const Matrix& down, int n_slots, const Matrix& shared);
 
 // ---- Gated DeltaNet, one token --------------------------------------------------------------
 struct DeltaNetArgs {

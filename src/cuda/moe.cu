@@ -179,6 +179,40 @@ __global__ void route_kernel(const long long* folded, int n_expert, int k, float
   }
 }
 
+// ---- The shared expert in the routed experts' launches (moe_gate_up_takes_shared,
+// moe_down_takes_shared). On a stream of its own beside the routed top-k and gate/up, its gate/up
+// and down ended after them, and the routed down waited: 3 % of a 4K step (CUDA_DECODE.md,
+// twenty-ninth pass). Its gate/up takes a slot of CTAs of its own, its down warps of their own in
+// every CTA, more than 20, which caps a thread at 80 registers: so only the routed formats whose
+// kernels fit (the IQ ones) take it, and only shared formats that need no lookup tables (a
+// routed kernel stages its own format's).
+constexpr int kMostSharedKbs = 2;  // blocks per row of the shared down; Qwen3-Next: 512 values
+constexpr auto kNoShared = TensorType::F32;
+
+template <TensorType T>
+constexpr bool takes_shared() {
+  return T == TensorType::IQ2_XXS || T == TensorType::IQ3_XXS;
+}
+template <TensorType Ts>
+constexpr bool shared_format() {  // Q6_K and Q8_0 took the IQ2_XXS gate/up past 128 registers
+  return Ts == TensorType::Q4_K || Ts == TensorType::Q5_K || Ts == TensorType::Q2_K ||
+         Ts == TensorType::Q3_K;
+}
+// Calls run<Ts>() with the shared expert's format when `shared` (the moe_*_takes_shared checks
+// passed), else run<kNoShared>().
+template <TensorType T, class Run>
+void run_with_shared(bool shared, TensorType shared_type, Run&& run) {
+  if constexpr (takes_shared<T>()) {
+    if (shared) {
+      fmt::dispatch(shared_type, [&]<TensorType Ts>() {
+        if constexpr (shared_format<Ts>()) run.template operator()<Ts>();
+      });
+      return;
+    }
+  }
+  run.template operator()<kNoShared>();
+}
+
 // ---- Gate/up with SwiGLU: blockIdx.y = slot. --------------------------------------------------
 struct GateUpParams {
   GateUpArgs a;
@@ -278,7 +312,57 @@ __global__ void __launch_bounds__(kGemvThreads) gate_up_kernel(GateUpParams p) {
 constexpr int kGateUpMostWarps = 8;
 constexpr int kDownMostWarps = 20;
 
-template <TensorType T>
+// The rows' SwiGLU from a CTA's item sums (partial, as gate_up_tc_kernel lays them out), times
+// the scale, into act.
+__device__ __forceinline__ void swiglu_rows(const float* partial, const tc::CtaRows& rows, int n_kb,
+                                            float factor, float scale, float* act) {
+  for (int64_t j = threadIdx.x; j < rows.end - rows.first; j += blockDim.x) {
+    const float gs = tc::row_total(partial, j, n_kb, 2 * tc::kTileRows) * factor;
+    const float us = tc::row_total(partial + tc::kTileRows, j, n_kb, 2 * tc::kTileRows) * factor;
+    act[rows.first + j] = scale * (siluf(gs) * us);
+  }
+}
+
+// A CTA of the shared expert's slot in the routed gate/up's launch: its rows of the shared gate
+// and up (format Ts, fixed, so the first items' bytes are requested before the wait), one
+// matrix per item (both at once took 161 registers in Q4_K, more than two routed CTAs per SM
+// allow), scaled by the sigmoid of the shared gate's folded logit.
+template <TensorType Ts>
+__device__ __forceinline__ void shared_gate_up_cta(const GateUpParams& p, const tc::Staged& st,
+                                                   float* partial, const tc::CtaRows& rows) {
+  using Raw = typename tc::Tc<Ts>::Raw;
+  const GateUpArgs& a = p.a;
+  const int n = static_cast<int>(a.gate.cols), n_kb = n / tc::kBlock;
+  const int lane = threadIdx.x & 31;
+  const tc::CtaBase base[2] = {tc::cta_base<Ts>(a.shared_gate, 0, rows),
+                               tc::cta_base<Ts>(a.shared_up, 0, rows)};
+  Raw first[2] = {};
+  if (rows.items.n > 0)
+    for (int m = 0; m < 2; ++m)
+      first[m] = tc::load_item<Ts>(base[m], rows, rows.items.first(), lane);
+  const tc::Input in{GemvIn::RmsNorm, a.x, a.norm, nullptr, 0, a.eps, n};
+  pdl_wait();
+  const long long gate_logit = p.route.folded[p.route.n_expert];
+  tc::stage_own_blocks<Ts>(in, st);
+#pragma unroll
+  for (int m = 0; m < 2; ++m) {
+    auto load = [&](tc::Item it) { return tc::load_item<Ts>(base[m], rows, it, lane); };
+    tc::pipelined(rows.items, first[m], load, [&](tc::Item it, const Raw& item) {
+      const Raw one[1] = {item};
+      float2 v[1];
+      tc::item_sums<Ts, 1>(one, st, it.kb, lane, v);
+      tc::store_item(partial + (rows.items.number(it) * 2 + m) * tc::kTileRows, v[0], lane);
+    });
+  }
+  pdl_launch_dependents();
+  __syncthreads();
+  const float factor = tc::input_factor(in, st);
+  swiglu_rows(partial, rows, n_kb, factor, sigmoidf_exact(folded_value(gate_logit) * factor),
+              a.shared_act);
+}
+
+// With Ts, the CTAs of slot n_slots take the shared expert (shared_gate_up_cta).
+template <TensorType T, TensorType Ts = kNoShared>
 __global__ void __launch_bounds__(32 * kGateUpMostWarps) gate_up_tc_kernel(GateUpParams p) {
   extern __shared__ float4 smem[];
   __shared__ int32_t slot_ids[kMaxSlots + 1];
@@ -289,6 +373,9 @@ __global__ void __launch_bounds__(32 * kGateUpMostWarps) gate_up_tc_kernel(GateU
   float* partial = tc::after(st, n);  // [tile][kb][gate 16 | up 16]; 2 floats per row
   const tc::CtaRows rows = tc::cta_rows(p.rows_per_block, a.gate.rows, n_kb);
   const int slot = blockIdx.y;
+  if constexpr (Ts != kNoShared) {
+    if (slot == a.n_slots) return shared_gate_up_cta<Ts>(p, st, partial, rows);
+  }
   const int lane = threadIdx.x & 31;
   tc::CtaBase base[2];  // gate, up of this slot's expert, once known
   struct Raw {
@@ -331,12 +418,8 @@ __global__ void __launch_bounds__(32 * kGateUpMostWarps) gate_up_tc_kernel(GateU
   pdl_launch_dependents();
   __syncthreads();
   const float factor = tc::input_factor(in, st);
-  const float scale = slot_scale(p, slot_top, slot, factor);
-  for (int64_t j = threadIdx.x; j < rows.end - rows.first; j += blockDim.x) {
-    const float gs = tc::row_total(partial, j, n_kb, 2 * tc::kTileRows) * factor;
-    const float us = tc::row_total(partial + tc::kTileRows, j, n_kb, 2 * tc::kTileRows) * factor;
-    a.act[slot * a.gate.rows + rows.first + j] = scale * (siluf(gs) * us);
-  }
+  swiglu_rows(partial, rows, n_kb, factor, slot_scale(p, slot_top, slot, factor),
+              a.act + slot * a.gate.rows);
 }
 
 // ---- Down: y[r] += sum over slots. -------------------------------------------------------------
@@ -346,7 +429,36 @@ struct DownParams {
   int lanes;
   int rows_per_block;
   int64_t prefetch_rows;  // of a fixed matrix (prefetch_rows_for); routed experts: none
+  int shared_kbs = 0;     // blocks per row of the shared expert's down, one warp each; 0: none
 };
+
+// Block j of the shared expert's activation against the CTA's rows [first, end) of its down
+// matrix, by one warp: each tile's two row sums at partial[tile][j][16], after the staged input
+// at `area`. The matrix is fixed, so the first item's bytes are requested before the wait, which
+// this waits for.
+template <TensorType Ts>
+__device__ __forceinline__ void shared_down_block(const DownArgs& a, int64_t first, int64_t end,
+                                                  void* area, int j) {
+  const int lane = threadIdx.x & 31, cols = static_cast<int>(a.shared.cols);
+  const int n_kb = cols / tc::kBlock;
+  tc::CtaRows rows{};
+  rows.first = first, rows.end = end;
+  const tc::CtaBase base = tc::cta_base<Ts>(a.shared, 0, rows);
+  typename tc::Tc<Ts>::Raw raw = tc::load_item<Ts>(base, rows, {0, j}, lane);
+  pdl_wait();
+  const tc::Staged st = tc::carve(area, cols);
+  const tc::Input in{GemvIn::Plain, a.shared_act, nullptr, nullptr, 0, 0.f, cols};
+  tc::stage_blocks<Ts>(in, st, j, n_kb);
+  float* partial = tc::after(st, cols);
+  const int tiles = static_cast<int>((end - first + tc::kTileRows - 1) / tc::kTileRows);
+  for (int tile = 0; tile < tiles; ++tile) {
+    if (tile > 0) raw = tc::load_item<Ts>(base, rows, {tile, j}, lane);
+    const typename tc::Tc<Ts>::Raw item[1] = {raw};
+    float2 v[1];
+    tc::item_sums<Ts, 1>(item, st, j, lane, v);
+    tc::store_item(partial + (tile * n_kb + j) * tc::kTileRows, v[0], lane);
+  }
+}
 
 __device__ __forceinline__ void clear_folded(const DownArgs& a) {
   const int stride = static_cast<int>(gridDim.x * blockDim.x);
@@ -406,9 +518,12 @@ __global__ void __launch_bounds__(kGemvThreads) down_kernel(DownParams p) {
 }
 
 // On the tensor cores: the slots' activations are one input of n_slots · cols values, so a kb
-// lies in one slot and reads that slot's expert.
-template <TensorType T>
-__global__ void __launch_bounds__(32 * kDownMostWarps) down_tc_kernel(DownParams p) {
+// lies in one slot and reads that slot's expert. With the shared expert's down (Ts), the CTA's
+// last p.shared_kbs warps take its blocks (shared_down_block), one each, while the others take
+// the slots' (one each: moe_down_takes_shared), and the rows' sums add both.
+template <TensorType T, TensorType Ts = kNoShared>
+__global__ void __launch_bounds__(32 * (kDownMostWarps + (Ts == kNoShared ? 0 : kMostSharedKbs)))
+    down_tc_kernel(DownParams p) {
   extern __shared__ float4 smem[];
   __shared__ tc::CtaBase expert[kMaxSlots + 1];  // each slot's expert
   const DownArgs& a = p.a;
@@ -416,7 +531,10 @@ __global__ void __launch_bounds__(32 * kDownMostWarps) down_tc_kernel(DownParams
   const int n_kb = n / tc::kBlock, kb_per_slot = seg / tc::kBlock;
   const tc::Staged st = tc::carve(smem, n);
   float* partial = tc::after(st, n);  // [tile][kb][16]
+  void* shared_area = partial + p.rows_per_block * n_kb;
   const tc::CtaRows rows = tc::cta_rows(p.rows_per_block, a.down.rows, n_kb);
+  const int warp = static_cast<int>(threadIdx.x >> 5);
+  const int slot_warps = static_cast<int>(blockDim.x >> 5) - p.shared_kbs;
   const int lane = threadIdx.x & 31;
   const tc::CtaBase fixed = tc::cta_base<T>(a.down, 0, rows);
   auto load = [&](tc::Item it) {
@@ -428,20 +546,28 @@ __global__ void __launch_bounds__(32 * kDownMostWarps) down_tc_kernel(DownParams
   const bool has_items = rows.items.n > 0;
   if (!a.ids && has_items) raw = load(rows.items.first());  // a fixed matrix: before the wait
   if (!a.ids) prefetch_weight_rows<T>(a.down, rows.first, rows.end, p.prefetch_rows);
-  tc::stage_tables<T>(p.tables);
+  tc::stage_tables<T>(p.tables);  // by threads 0-255, of slot warps (n_kb >= 8)
+  if constexpr (Ts != kNoShared)
+    if (warp >= slot_warps)
+      shared_down_block<Ts>(a, rows.first, rows.end, shared_area, warp - slot_warps);
   pdl_wait();
   clear_folded(a);
   if (a.ids)
     for (int s = threadIdx.x; s < a.n_slots; s += blockDim.x)
       expert[s] = tc::cta_base<T>(a.down, a.ids[s], rows);
-  __syncthreads();  // the experts and the tables
+  // The experts and the tables, for the slot warps; the shared expert's use neither.
+  if (warp < slot_warps) sync_warps<1>(slot_warps);
   if (a.ids && has_items) raw = load(rows.items.first());
   const tc::Input in{GemvIn::Plain, a.act, nullptr, nullptr, 0, 0.f, n};
   tc::stage_own_blocks<T>(in, st);  // while the first item's bytes arrive
   tc::sum_items<T>(rows, raw, load, st, partial);
+  const int shared_cols = static_cast<int>(a.shared.cols);
+  const float* shared_partial =
+      Ts != kNoShared ? tc::after(tc::carve(shared_area, shared_cols), shared_cols) : nullptr;
   for (int64_t j = threadIdx.x; j < rows.end - rows.first; j += blockDim.x) {
     const int64_t r = rows.first + j;
     float sum = tc::row_total(partial, j, n_kb, tc::kTileRows);
+    if (shared_partial) sum += tc::row_total(shared_partial, j, p.shared_kbs, tc::kTileRows);
     if (a.extra) sum += a.extra[r];
     a.y[r] = a.store ? sum : a.y[r] + sum;
   }
@@ -472,9 +598,24 @@ void moe_route(const long long* folded, int n_expert, int k, float factor, bool 
          weights);
 }
 
+bool moe_gate_up_takes_shared(const Matrix& gate, int n_slots, const Matrix& shared_gate,
+                              const Matrix& shared_up) {
+  bool gate_ok = false, shared_ok = false;
+  fmt::dispatch(gate.type, [&]<TensorType T>() { gate_ok = takes_shared<T>(); });
+  fmt::dispatch(shared_gate.type, [&]<TensorType Ts>() { shared_ok = shared_format<Ts>(); });
+  return gate_ok && shared_ok && shared_up.type == shared_gate.type && shared_gate.body &&
+         shared_up.body && n_slots >= 1 && n_slots < kMaxSlots &&
+         tc::usable(gate.rows, gate.cols, n_slots, 2) && shared_gate.rows == gate.rows &&
+         shared_up.rows == gate.rows && shared_gate.cols == gate.cols &&
+         shared_up.cols == gate.cols;
+}
+
 void moe_gate_up(const GateUpArgs& a, cudaStream_t stream) {
   if (a.gate.type != a.up.type || a.gate.cols != a.up.cols || a.gate.rows != a.up.rows)
     fail("MoE gate/up: gate and up must have the same type and shape");
+  if (a.shared_act &&
+      (!a.route || !moe_gate_up_takes_shared(a.gate, a.n_slots, a.shared_gate, a.shared_up)))
+    fail("MoE gate/up: the shared expert cannot join this launch (moe_gate_up_takes_shared)");
   if (a.n_slots < 1 || a.n_slots > kMaxSlots) fail("MoE gate/up: ", a.n_slots, " slots");
   if (a.route) {
     check_topk(a.n_slots, a.route->n_expert);
@@ -487,21 +628,27 @@ void moe_gate_up(const GateUpArgs& a, cudaStream_t stream) {
     const int L = lanes_for(n_gran);
     if constexpr (tc::supported<T>()) {
       if (tc::usable(a.gate.rows, a.gate.cols, a.n_slots, 2)) {
-        const tc::Plan plan = tc::plan(gate_up_tc_kernel<T>, kGateUpMostWarps, a.gate.rows,
-                                       a.gate.cols, a.n_slots, 2);
-        const int rows_per_block = plan.rows_per_block;
-        GateUpParams p{a,
-                       a.route ? *a.route : RouteArgs{},
-                       a.route != nullptr,
-                       device_tables(),
-                       0,
-                       rows_per_block,
-                       0};
-        p.a.route = nullptr;
-        p.prefetch_rows = prefetch_rows_for<T>(a.gate, rows_per_block, 2 * a.n_slots);
-        const dim3 grid(static_cast<unsigned>((a.gate.rows + rows_per_block - 1) / rows_per_block),
-                        static_cast<unsigned>(a.n_slots));
-        launch(gate_up_tc_kernel<T>, grid, dim3(plan.threads), plan.smem, stream, p);
+        // With the shared expert: a slot more (moe_gate_up_takes_shared).
+        auto run = [&]<TensorType Ts>() {
+          const int slots = a.n_slots + (Ts != kNoShared ? 1 : 0);
+          const tc::Plan plan = tc::plan(gate_up_tc_kernel<T, Ts>, kGateUpMostWarps, a.gate.rows,
+                                         a.gate.cols, slots, 2);
+          const int rows_per_block = plan.rows_per_block;
+          GateUpParams p{a,
+                         a.route ? *a.route : RouteArgs{},
+                         a.route != nullptr,
+                         device_tables(),
+                         0,
+                         rows_per_block,
+                         0};
+          p.a.route = nullptr;
+          p.prefetch_rows = prefetch_rows_for<T>(a.gate, rows_per_block, 2 * a.n_slots);
+          const dim3 grid(
+              static_cast<unsigned>((a.gate.rows + rows_per_block - 1) / rows_per_block),
+              static_cast<unsigned>(slots));
+          launch(gate_up_tc_kernel<T, Ts>, grid, dim3(plan.threads), plan.smem, stream, p);
+        };
+        run_with_shared<T>(a.shared_act != nullptr, a.shared_gate.type, run);
         return;
       }
     }
@@ -524,19 +671,41 @@ void moe_gate_up(const GateUpArgs& a, cudaStream_t stream) {
   if (!ok) fail("MoE gate/up: the CUDA kernels do not decode ", gguf::type_name(a.gate.type));
 }
 
+bool moe_down_takes_shared(const Matrix& down, int n_slots, const Matrix& shared) {
+  const int64_t n = down.cols * n_slots;
+  bool down_ok = false, shared_ok = false;
+  fmt::dispatch(down.type, [&]<TensorType T>() { down_ok = takes_shared<T>(); });
+  fmt::dispatch(shared.type, [&]<TensorType Ts>() { shared_ok = shared_format<Ts>(); });
+  return down_ok && shared_ok && n_slots >= 1 && n_slots <= kMaxSlots && shared.body &&
+         tc::usable(down.rows, n, 1) && n % tc::kBlock == 0 && n / tc::kBlock <= kDownMostWarps &&
+         shared.rows == down.rows && shared.cols % tc::kBlock == 0 &&
+         shared.cols / tc::kBlock >= 1 && shared.cols / tc::kBlock <= kMostSharedKbs &&
+         tc::smem_bytes(n, tc::kTileRows) + tc::smem_bytes(shared.cols, tc::kTileRows) <=
+             tc::kMaxSmem;
+}
+
 void moe_down(const DownArgs& a, cudaStream_t stream) {
   if (a.n_slots < 1 || a.n_slots > kMaxSlots) fail("MoE down: ", a.n_slots, " slots");
+  if (a.shared_act && !moe_down_takes_shared(a.down, a.n_slots, a.shared))
+    fail("MoE down: the shared expert's down cannot join this launch (moe_down_takes_shared)");
   const bool ok = fmt::dispatch(a.down.type, [&]<TensorType T>() {
     using F = fmt::Format<T>;
     if constexpr (tc::supported<T>()) {
       if (tc::usable(a.down.rows, a.down.cols * a.n_slots, 1)) {
-        const tc::Plan plan =
-            tc::plan(down_tc_kernel<T>, kDownMostWarps, a.down.rows, a.down.cols * a.n_slots, 1);
-        DownParams p{a, device_tables(), 0, plan.rows_per_block, 0};
-        p.prefetch_rows = prefetch_rows_for<T>(a.down, p.rows_per_block);
-        const unsigned blocks =
-            static_cast<unsigned>((a.down.rows + plan.rows_per_block - 1) / plan.rows_per_block);
-        launch(down_tc_kernel<T>, dim3(blocks), dim3(plan.threads), plan.smem, stream, p);
+        // The shared expert's blocks, warps and shared memory (moe_down_takes_shared).
+        auto run = [&]<TensorType Ts>() {
+          const int shared_kbs = Ts != kNoShared ? static_cast<int>(a.shared.cols / tc::kBlock) : 0;
+          const tc::Plan plan = tc::plan(
+              down_tc_kernel<T, Ts>, kDownMostWarps, a.down.rows, a.down.cols * a.n_slots, 1, 1,
+              [&](int64_t r) { return shared_kbs ? tc::smem_bytes(a.shared.cols, r) : size_t{0}; },
+              shared_kbs);
+          DownParams p{a, device_tables(), 0, plan.rows_per_block, 0, shared_kbs};
+          p.prefetch_rows = prefetch_rows_for<T>(a.down, p.rows_per_block);
+          const unsigned blocks =
+              static_cast<unsigned>((a.down.rows + plan.rows_per_block - 1) / plan.rows_per_block);
+          launch(down_tc_kernel<T, Ts>, dim3(blocks), dim3(plan.threads), plan.smem, stream, p);
+        };
+        run_with_shared<T>(a.shared_act != nullptr, a.shared.type, run);
         return;
       }
     }

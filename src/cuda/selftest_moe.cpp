@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "cuda/device.h"
 #include "cuda/selftest_util.h"
 #include "util/error.h"
 
@@ -96,6 +97,50 @@ double dot(const float* w, const std::vector<double>& h) {
   return s;
 }
 
+// The MoE input x with its norm weights, and h = x / rms(x) ⊙ norm in float64.
+struct NormedInput {
+  std::vector<float> x, norm;
+  double factor;  // 1 / rms(x)
+  std::vector<double> h;
+};
+NormedInput normed_input(Rng& rng, int64_t d) {
+  NormedInput in{rng.normal(d), rng.normal(d, 0.2f, 1.0f), 0.0, std::vector<double>(d)};
+  double ss = 0;
+  for (float v : in.x) ss += double(v) * v;
+  in.factor = 1.0 / std::sqrt(ss / d + 1e-6);
+  for (int64_t i = 0; i < d; ++i) in.h[i] = in.x[i] * in.factor * in.norm[i];
+  return in;
+}
+
+// Folded router logits that select exactly `ids`, in order, plus the shared gate's (E + 1 in
+// all), and the logits they stand for once the kernel applies the factor of x.
+struct ForcedRoute {
+  std::vector<long long> folded;
+  std::vector<double> logits;
+};
+ForcedRoute forced_route(Rng& rng, int E, const std::vector<int32_t>& ids, double factor) {
+  auto raw = rng.normal(E + 1, 0.3f);
+  for (size_t i = 0; i < ids.size(); ++i) raw[ids[i]] = 6.0f - 0.37f * static_cast<float>(i);
+  ForcedRoute r{fold(raw), {}};
+  r.logits = unfold(r.folded, factor);
+  return r;
+}
+
+// A route on the device: the folded logits, and the ids and weights the kernel writes (k + 1
+// each, poisoned first).
+struct DeviceRoute {
+  Dev<long long> folded;
+  Dev<int32_t> ids;
+  Dev<float> weights;
+  RouteArgs args;
+  DeviceRoute(const std::vector<long long>& f, int E, int k)
+      : folded(f), ids(k + 1), weights(k + 1) {
+    fill_nan(weights.get(), weights.n, nullptr);
+    args.folded = folded.get(), args.n_expert = E, args.ids = ids.get();
+    args.weights = weights.get();
+  }
+};
+
 // Expert set `ids` either given to the kernel or, with `routed`, chosen by it from logits
 // forced to pick exactly those experts (and their softmax weights become the scales). `shared`:
 // the shared expert's launches, one plain matrix (ids {0}, no id array) scaled by the sigmoid of
@@ -119,22 +164,15 @@ void experts_case(Reporter& r, TensorType t, const std::vector<int32_t>& ids, bo
     u.row_offset = ff;
   }
   Experts down(t, E, d, ff, seed + 3);
-  const auto x = rng.normal(d);
-  const auto norm = rng.normal(d, 0.2f, 1.0f);
+  const NormedInput in = normed_input(rng, d);
+  const auto &x = in.x, &norm = in.norm;
+  const auto& h = in.h;
   std::vector<double> scales;
   for (float v : rng.uniform(k, 0.05f, 0.6f)) scales.push_back(v);
   const auto y0 = rng.normal(d);
-  double ss = 0;
-  for (float v : x) ss += double(v) * v;
-  const double factor = 1.0 / std::sqrt(ss / d + 1e-6);  // 1 / rms(x)
-  std::vector<double> h(d);
-  for (int64_t i = 0; i < d; ++i) h[i] = x[i] * factor * norm[i];
-  // Folded router logits that select exactly `ids`, in order, plus the shared gate's; the
-  // kernel applies the factor of x.
-  auto raw = rng.normal(E + 1, 0.3f);
-  for (int i = 0; i < k; ++i) raw[ids[i]] = 6.0f - 0.37f * i;
-  const auto folded = fold(raw);
-  const auto logits = unfold(folded, factor);
+  const ForcedRoute route = forced_route(rng, E, ids, in.factor);
+  const auto& folded = route.folded;
+  const auto& logits = route.logits;
   if (routed) {
     std::vector<int> ref_ids;
     std::vector<double> ref_w;
@@ -145,28 +183,24 @@ void experts_case(Reporter& r, TensorType t, const std::vector<int32_t>& ids, bo
   const auto extra = rng.normal(d);
   Dev<float> dx(x), dnorm(norm), dscales(std::vector<float>(scales.begin(), scales.end())),
       act(k * ff), dy(y0), dextra(extra);
-  Dev<long long> dfolded(folded);
+  DeviceRoute route_dev(folded, E, k);
   if (shared) fill_nan(dy.get(), dy.n, nullptr);
-  Dev<int32_t> dids(ids), out_ids(k + 1);
-  Dev<float> out_w(k + 1);
+  Dev<int32_t> dids(ids);
   fill_nan(act.get(), act.n, nullptr);
-  fill_nan(out_w.get(), out_w.n, nullptr);
-  RouteArgs ra;
-  ra.folded = dfolded.get(), ra.n_expert = E, ra.ids = out_ids.get(), ra.weights = out_w.get();
   GateUpArgs a;
   a.gate = g, a.up = u, a.n_slots = k;
   if (routed)
-    a.route = &ra;
+    a.route = &route_dev.args;
   else if (shared)
-    a.gate_folded = dfolded.get() + E;
+    a.gate_folded = route_dev.folded.get() + E;
   else
     a.ids = dids.get(), a.scales = dscales.get();
   a.x = dx.get(), a.norm = dnorm.get(), a.eps = 1e-6f, a.act = act.get();
   moe_gate_up(a, nullptr);
   const auto got_act = act.download();
   if (routed) {
-    const auto gi = out_ids.download();
-    const auto gw = out_w.download();
+    const auto gi = route_dev.ids.download();
+    const auto gw = route_dev.weights.download();
     bool same = gi[k] == 0;
     for (int i = 0; i < k; ++i) same = same && gi[i] == ids[i];
     r.verdict("moe in-kernel route ids " + tag, same, same ? "expert ids identical" : "ids differ");
@@ -192,10 +226,10 @@ void experts_case(Reporter& r, TensorType t, const std::vector<int32_t>& ids, bo
   DownArgs dn;
   dn.down = down.tm.m, dn.ids = dids.get(), dn.n_slots = k, dn.act = act.get(), dn.y = dy.get();
   if (shared) dn.ids = nullptr, dn.store = true, dn.extra = dextra.get();
-  dn.clear = dfolded.get(), dn.clear_n = E + 1;
+  dn.clear = route_dev.folded.get(), dn.clear_n = E + 1;
   moe_down(dn, nullptr);
   const auto got_y = dy.download();
-  const auto cleared = dfolded.download();
+  const auto cleared = route_dev.folded.download();
   const bool zero = std::all_of(cleared.begin(), cleared.end(), [](long long v) { return v == 0; });
   r.verdict(n2 + " clears the folded logits", zero, zero ? "all zero" : "some left");
   std::vector<double> ref_y(d);
@@ -208,6 +242,92 @@ void experts_case(Reporter& r, TensorType t, const std::vector<int32_t>& ids, bo
     ref_y[i] = acc;
   }
   r.check(n2, worst_relative(got_y, ref_y), 1e-4);
+}
+
+// The experts' down with the shared expert's down (format ts) in the same launch
+// (moe_down_takes_shared): y += Σ_s down_ids[s] · act_s + shared · shared_act, against float64.
+void shared_down_case(Reporter& r, TensorType t, TensorType ts, const std::vector<int32_t>& ids,
+                      int E, int64_t d, int64_t ff, int64_t shared_ff, uint64_t seed) {
+  const int k = static_cast<int>(ids.size());
+  const std::string name =
+      str("moe down + shared down (", gguf::type_name(ts), ") ", gguf::type_name(t), " E=", E,
+          " k=", k, " ff=", ff, " d=", d, " shared ff=", shared_ff);
+  if (!r.wanted(name)) return;
+  Experts down(t, E, d, ff, seed);
+  TestMatrix shared(ts, d, shared_ff, seed + 1, 0.05f);
+  if (!moe_down_takes_shared(down.tm.m, k, shared.m)) {
+    r.verdict(name, false, "moe_down_takes_shared refused a shape it should take");
+    return;
+  }
+  Rng rng(seed + 2);
+  const auto act = rng.normal(k * ff), shared_act = rng.normal(shared_ff), y0 = rng.normal(d);
+  Dev<float> dact(act), dshared_act(shared_act), dy(y0);
+  Dev<int32_t> dids(ids);
+  DownArgs dn;
+  dn.down = down.tm.m, dn.ids = dids.get(), dn.n_slots = k, dn.act = dact.get(), dn.y = dy.get();
+  dn.shared = shared.m, dn.shared_act = dshared_act.get();
+  moe_down(dn, nullptr);
+  const auto got = dy.download();
+  std::vector<double> want(d);
+  for (int64_t i = 0; i < d; ++i) {
+    double acc = y0[i];
+    for (int s = 0; s < k; ++s) {
+      const float* w = down.row(ids[s], i);
+      for (int64_t c = 0; c < ff; ++c) acc += double(w[c]) * act[s * ff + c];
+    }
+    const float* w = shared.values.data() + i * shared_ff;
+    for (int64_t c = 0; c < shared_ff; ++c) acc += double(w[c]) * shared_act[c];
+    want[i] = acc;
+  }
+  r.check(name, worst_relative(got, want), 1e-4);
+}
+
+// The experts' gate/up with the shared expert's (format ts) as a slot of the same launch
+// (moe_gate_up_takes_shared), the experts picked in the kernel: the routed slots' activations and
+// the shared one's, sigmoid(last logit) · silu(gate · h) · (up · h), against float64.
+void shared_gate_up_case(Reporter& r, TensorType t, TensorType ts, const std::vector<int32_t>& ids,
+                         int E, int64_t d, int64_t ff, uint64_t seed) {
+  const int k = static_cast<int>(ids.size());
+  const std::string name = str("moe gate/up + shared gate/up (", gguf::type_name(ts), ") ",
+                               gguf::type_name(t), " E=", E, " k=", k, " ff=", ff, " d=", d);
+  if (!r.wanted(name)) return;
+  Experts gate(t, E, ff, d, seed), up(t, E, ff, d, seed + 1);
+  TestMatrix shared_gate(ts, ff, d, seed + 2, 0.05f), shared_up(ts, ff, d, seed + 3, 0.05f);
+  if (!moe_gate_up_takes_shared(gate.tm.m, k, shared_gate.m, shared_up.m)) {
+    r.verdict(name, false, "moe_gate_up_takes_shared refused a shape it should take");
+    return;
+  }
+  Rng rng(seed + 4);
+  const NormedInput in = normed_input(rng, d);
+  const auto& h = in.h;
+  const ForcedRoute route = forced_route(rng, E, ids, in.factor);
+  const auto& logits = route.logits;
+  std::vector<int> ref_ids;
+  std::vector<double> ref_w;
+  reference_route(std::vector<double>(logits.begin(), logits.begin() + E), k, ref_ids, ref_w);
+
+  Dev<float> dx(in.x), dnorm(in.norm), act(k * ff), shared_act(ff);
+  DeviceRoute route_dev(route.folded, E, k);
+  fill_nan(act.get(), act.n, nullptr);
+  fill_nan(shared_act.get(), shared_act.n, nullptr);
+  GateUpArgs a;
+  a.gate = gate.tm.m, a.up = up.tm.m, a.route = &route_dev.args, a.n_slots = k;
+  a.x = dx.get(), a.norm = dnorm.get(), a.eps = 1e-6f, a.act = act.get();
+  a.shared_gate = shared_gate.m, a.shared_up = shared_up.m, a.shared_act = shared_act.get();
+  moe_gate_up(a, nullptr);
+  const auto got_ids = route_dev.ids.download();
+  bool same = true;
+  for (int i = 0; i < k; ++i) same = same && got_ids[i] == ids[i];
+  r.verdict(name + " ids", same, same ? "expert ids identical" : "ids differ");
+  std::vector<double> want(k * ff), want_shared(ff);
+  for (int s = 0; s < k; ++s)
+    for (int64_t i = 0; i < ff; ++i)
+      want[s * ff + i] = ref_w[s] * silu(dot(gate.row(ids[s], i), h)) * dot(up.row(ids[s], i), h);
+  for (int64_t i = 0; i < ff; ++i)
+    want_shared[i] = sigmoid(logits[E]) * silu(dot(shared_gate.values.data() + i * d, h)) *
+                     dot(shared_up.values.data() + i * d, h);
+  r.check(name + " experts", worst_relative(act.download(), want), 1e-4);
+  r.check(name + " shared", worst_relative(shared_act.download(), want_shared), 1e-4);
 }
 
 }  // namespace
@@ -260,6 +380,21 @@ void test_moe(Reporter& r, uint64_t seed) {
   experts_case(r, TensorType::Q2_K, {2, 7, 0, 5}, false, 8, 2048, 512, seed + 33, true);
   experts_case(r, TensorType::Q3_K, {4, 1, 6, 3, 0}, false, 8, 2048, 512, seed + 34, true);
   experts_case(r, TensorType::Q8_0, {3, 0, 5, 1}, false, 8, 2048, 512, seed + 35, true);
+  // The shared expert in the experts' launches: the 80B's formats and shapes, a shared row of
+  // one block, the other routed IQ format, and the other shared formats.
+  if (tensor_core_gemv_enabled()) {
+    shared_gate_up_case(r, TensorType::IQ2_XXS, TensorType::Q4_K, ids10, 32, 2048, 512, seed + 74);
+    shared_gate_up_case(r, TensorType::IQ3_XXS, TensorType::Q5_K, {4, 0, 9, 2, 7, 1, 3, 8}, 10,
+                        2048, 512, seed + 75);
+    shared_down_case(r, TensorType::IQ2_XXS, TensorType::Q4_K, ids10, 32, 2048, 512, 512,
+                     seed + 70);
+    shared_down_case(r, TensorType::IQ2_XXS, TensorType::Q5_K, {4, 0, 9, 2, 7, 1, 3, 8}, 10, 2048,
+                     512, 256, seed + 71);
+    shared_down_case(r, TensorType::IQ3_XXS, TensorType::Q2_K, ids10, 32, 2048, 512, 512,
+                     seed + 72);
+    shared_down_case(r, TensorType::IQ2_XXS, TensorType::Q3_K, ids10, 32, 2048, 512, 512,
+                     seed + 73);
+  }
   if (!r.options().quick) {
     experts_case(r, TensorType::IQ3_XXS, {5, 2}, false, 8, 256, 256, seed + 30);
     experts_case(r, TensorType::Q4_K, {3, 0, 2, 1}, false, 4, 2048, 512, seed + 40);

@@ -789,18 +789,19 @@ constexpr int warps_for(int64_t n_kb, int most) {
 }
 constexpr int kMinWarps = 8;  // n >= 8 kbs takes this path (usable)
 
-// A warp stages the blocks it owns, kb = warp, warp + W, ... (W warps; its items are all at those
-// blocks, WarpItems), straight from global memory: no block-wide barrier and no second pass over
-// shared memory, which the fifth pass's timeline showed on every launch's critical path (2-3.6 µs).
-// An RmsNorm's 1 / rms, which needs every block, is not applied here: the warp leaves its blocks'
-// sums of squares and the rows' sums are scaled at the end (input_factor). A GroupRms lane's 8
-// values lie in one group, scaled here from its partial sums. All loads of a round are issued
-// before any is used (they come from L2). Ends with the warp synchronised.
+// Warp `warp` of n_warps stages the blocks it owns, kb = warp, warp + n_warps, ... (its items are
+// all at those blocks, WarpItems), straight from global memory: no block-wide barrier and no
+// second pass over shared memory, which the fifth pass's timeline showed on every launch's
+// critical path (2-3.6 µs). An RmsNorm's 1 / rms, which needs every block, is not applied here:
+// the warp leaves its blocks' sums of squares and the rows' sums are scaled at the end
+// (input_factor). A GroupRms lane's 8 values lie in one group, scaled here from its partial sums.
+// All loads of a round are issued before any is used (they come from L2). Ends with the warp
+// synchronised.
 template <TensorType T>
-__device__ void stage_own_blocks(const Input& in, const Staged& st) {
+__device__ __forceinline__ void stage_blocks(const Input& in, const Staged& st, int warp,
+                                             int n_warps) {
   constexpr int kRound = 2;  // blocks loaded together
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_kb = in.n / kBlock;
-  const int n_warps = blockDim.x >> 5;
+  const int lane = threadIdx.x & 31, n_kb = in.n / kBlock;
   for (int base = warp; base < n_kb; base += kRound * n_warps) {
     float4 x[kRound][2], w[kRound][2], parts[kRound];
 #pragma unroll
@@ -841,6 +842,11 @@ __device__ void stage_own_blocks(const Input& in, const Staged& st) {
     }
   }
   __syncwarp();
+}
+// The blocks of this warp among all the CTA's warps.
+template <TensorType T>
+__device__ void stage_own_blocks(const Input& in, const Staged& st) {
+  stage_blocks<T>(in, st, static_cast<int>(threadIdx.x >> 5), static_cast<int>(blockDim.x >> 5));
 }
 
 // The factor of every row sum: an RmsNorm's 1 / rms over all blocks' sums of squares (read after
@@ -1021,16 +1027,16 @@ struct Plan {
 // Rows per CTA so that other_blocks × the CTAs over `rows` are one resident wave (as many tiles
 // per CTA as that takes, within kMaxSmem), each CTA of warps_for(n_kb, most_warps) warps, and the
 // kernel allowed the shared memory it needs.
-// extra_bytes(rows) adds shared memory for other work of a CTA of that many rows (the router
-// fold).
+// extra_bytes(rows) adds shared memory, and extra_warps warps, for other work of a CTA of that
+// many rows (the router fold; the shared expert's down).
 template <class Kernel, class ExtraBytes>
 Plan plan(Kernel kernel, int most_warps, int64_t rows, int64_t n, int64_t other_blocks, int sums,
-          ExtraBytes&& extra_bytes) {
+          ExtraBytes&& extra_bytes, int extra_warps = 0) {
   auto bytes = [&](int64_t r) { return smem_bytes(n, r, sums) + extra_bytes(r); };
   int64_t max_tiles = 1;
   while (max_tiles < 64 && bytes(2 * max_tiles * kTileRows) <= kMaxSmem) max_tiles *= 2;
   allow_smem(kernel, bytes(max_tiles * kTileRows));
-  const int threads = 32 * warps_for(n / kBlock, most_warps);
+  const int threads = 32 * (warps_for(n / kBlock, most_warps) + extra_warps);
   const int64_t tiles = (rows + kTileRows - 1) / kTileRows;
   const int64_t resident = resident_blocks(kernel, bytes(kTileRows), threads);
   int64_t per = (tiles * other_blocks + resident - 1) / resident;
