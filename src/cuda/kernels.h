@@ -130,8 +130,8 @@ struct GateUpArgs {
 };
 void moe_gate_up(const GateUpArgs& args, cudaStream_t stream);
 // Whether moe_gate_up can take the shared expert's gate and up into the launch of a route over
-// gate and up (the tensor-core path of an IQ format, and shared matrices of the same shape in a
-// K-quant or Q8_0); otherwise they are a launch of their own.
+// gate and up (the tensor-core path of IQ2_XXS or IQ3_XXS, and shared matrices of the same
+// shape in Q4_K, Q5_K, Q2_K or Q3_K); otherwise they are a launch of their own.
 bool moe_gate_up_takes_shared(const Matrix& gate, int n_slots, const Matrix& shared_gate,
                               const Matrix& shared_up);
 
@@ -156,9 +156,9 @@ struct DownArgs {
 };
 void moe_down(const DownArgs& args, cudaStream_t stream);
 // Whether moe_down can take the shared expert's down `shared` into the launch of the routed
-// `down` over n_slots slots (the tensor-core path of an IQ format, a block of the slots' input per
-// warp, and a shared matrix of a K-quant or Q8_0 of at most two blocks per row); otherwise it is a
-// launch of its own.
+// `down` over n_slots slots (the tensor-core path of IQ2_XXS or IQ3_XXS, a block of the slots'
+// input per warp, and a shared matrix in Q4_K, Q5_K, Q2_K or Q3_K of at most two blocks per row);
+// otherwise it is a launch of its own.
 bool moe_down_takes_shared(const Matrix& down, int n_slots, const Matrix& shared);
 
 // ---- Gated DeltaNet, one token --------------------------------------------------------------
