@@ -198,6 +198,14 @@ constexpr bool shared_format() {  // Q6_K and Q8_0 took the IQ2_XXS gate/up past
   return Ts == TensorType::Q4_K || Ts == TensorType::Q5_K || Ts == TensorType::Q2_K ||
          Ts == TensorType::Q3_K;
 }
+// Host side of the two above: whether routed experts of `routed` take a shared expert of
+// `shared` into their launches (moe_*_takes_shared check the shapes).
+bool formats_take_shared(TensorType routed, TensorType shared) {
+  bool routed_ok = false, shared_ok = false;
+  fmt::dispatch(routed, [&]<TensorType T>() { routed_ok = takes_shared<T>(); });
+  fmt::dispatch(shared, [&]<TensorType Ts>() { shared_ok = shared_format<Ts>(); });
+  return routed_ok && shared_ok;
+}
 // Calls run<Ts>() with the shared expert's format when `shared` (the moe_*_takes_shared checks
 // passed), else run<kNoShared>().
 template <TensorType T, class Run>
@@ -600,11 +608,8 @@ void moe_route(const long long* folded, int n_expert, int k, float factor, bool 
 
 bool moe_gate_up_takes_shared(const Matrix& gate, int n_slots, const Matrix& shared_gate,
                               const Matrix& shared_up) {
-  bool gate_ok = false, shared_ok = false;
-  fmt::dispatch(gate.type, [&]<TensorType T>() { gate_ok = takes_shared<T>(); });
-  fmt::dispatch(shared_gate.type, [&]<TensorType Ts>() { shared_ok = shared_format<Ts>(); });
-  return gate_ok && shared_ok && shared_up.type == shared_gate.type && shared_gate.body &&
-         shared_up.body && n_slots >= 1 && n_slots < kMaxSlots &&
+  return formats_take_shared(gate.type, shared_gate.type) && shared_up.type == shared_gate.type &&
+         shared_gate.body && shared_up.body && n_slots >= 1 && n_slots < kMaxSlots &&
          tc::usable(gate.rows, gate.cols, n_slots, 2) && shared_gate.rows == gate.rows &&
          shared_up.rows == gate.rows && shared_gate.cols == gate.cols &&
          shared_up.cols == gate.cols;
@@ -673,13 +678,11 @@ void moe_gate_up(const GateUpArgs& a, cudaStream_t stream) {
 
 bool moe_down_takes_shared(const Matrix& down, int n_slots, const Matrix& shared) {
   const int64_t n = down.cols * n_slots;
-  bool down_ok = false, shared_ok = false;
-  fmt::dispatch(down.type, [&]<TensorType T>() { down_ok = takes_shared<T>(); });
-  fmt::dispatch(shared.type, [&]<TensorType Ts>() { shared_ok = shared_format<Ts>(); });
-  return down_ok && shared_ok && n_slots >= 1 && n_slots <= kMaxSlots && shared.body &&
-         tc::usable(down.rows, n, 1) && n % tc::kBlock == 0 && n / tc::kBlock <= kDownMostWarps &&
-         shared.rows == down.rows && shared.cols % tc::kBlock == 0 &&
-         shared.cols / tc::kBlock >= 1 && shared.cols / tc::kBlock <= kMostSharedKbs &&
+  return formats_take_shared(down.type, shared.type) && n_slots >= 1 && n_slots <= kMaxSlots &&
+         shared.body && tc::usable(down.rows, n, 1) && n % tc::kBlock == 0 &&
+         n / tc::kBlock <= kDownMostWarps && shared.rows == down.rows &&
+         shared.cols % tc::kBlock == 0 && shared.cols / tc::kBlock >= 1 &&
+         shared.cols / tc::kBlock <= kMostSharedKbs &&
          tc::smem_bytes(n, tc::kTileRows) + tc::smem_bytes(shared.cols, tc::kTileRows) <=
              tc::kMaxSmem;
 }
