@@ -28,13 +28,6 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 #endif
 }
 
-// A barrier (hardware barrier kId, not 0: __syncthreads' one) for the CTA's first `warps` warps,
-// which alone call it; their shared-memory writes before it are visible after it.
-template <int kId>
-__device__ __forceinline__ void sync_warps(int warps) {
-  asm volatile("bar.sync %0, %1;" ::"n"(kId), "r"(32 * warps) : "memory");
-}
-
 // Asks L2 to fetch [p, p + bytes) (one 128-byte line per thread and step); no data returns.
 __device__ __forceinline__ void prefetch_l2(const uint8_t* p, int64_t bytes) {
   for (int64_t off = static_cast<int64_t>(threadIdx.x) * 128; off < bytes;

@@ -165,7 +165,8 @@ void deltanet_block(const DeviceModel& m, const LayerGpu& L, SessionBuffers& s,
 
 // The router's logits were folded into the output projection just before (RouterFold). Where
 // the formats allow (moe_gate_up_takes_shared, moe_down_takes_shared), the shared expert is a slot
-// of the experts' gate/up launch and warps of their down's, which adds both into the residual.
+// of the experts' gate/up launch and blocks of their down's last warps, which adds both into the
+// residual.
 // Otherwise it runs on the side stream beside the routed top-k and gate/up (it needs only its
 // gate's folded logit, the last one) and stores its output for the experts' down to add. The
 // experts' down also zeroes the folded logits for the next layer.

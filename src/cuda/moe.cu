@@ -182,41 +182,47 @@ __global__ void route_kernel(const long long* folded, int n_expert, int k, float
 // ---- The shared expert in the routed experts' launches (moe_gate_up_takes_shared,
 // moe_down_takes_shared). On a stream of its own beside the routed top-k and gate/up, its gate/up
 // and down ended after them, and the routed down waited: 3 % of a 4K step (CUDA_DECODE.md,
-// twenty-ninth pass). Its gate/up takes a slot of CTAs of its own, its down warps of their own in
-// every CTA, more than 20, which caps a thread at 80 registers: so only the routed formats whose
-// kernels fit (the IQ ones) take it, and only shared formats that need no lookup tables (a
-// routed kernel stages its own format's).
-constexpr int kMostSharedKbs = 2;  // blocks per row of the shared down; Qwen3-Next: 512 values
+// twenty-ninth pass). Its gate/up takes a slot of CTAs of its own, its down a block per warp of
+// the CTA's last warps after their routed items.
 constexpr auto kNoShared = TensorType::F32;
 
-template <TensorType T>
-constexpr bool takes_shared() {
-  return T == TensorType::IQ2_XXS || T == TensorType::IQ3_XXS;
+// The pairs of routed and shared formats that merge: those whose merged kernels keep the plain
+// routed kernels' occupancy (ptxas: the gate/up as many CTAs per SM, the down its 96-register
+// cap) and were measured faster (CUDA_DECODE.md, thirtieth pass: +1.7 to +18 % at 4K on 12-layer
+// models). A shared format other than the routed one must need no lookup tables (the launch
+// stages the routed format's).
+template <TensorType T, TensorType Ts>
+constexpr bool pair_merges() {
+  constexpr bool k_quant = Ts == TensorType::Q2_K || Ts == TensorType::Q3_K ||
+                           Ts == TensorType::Q4_K || Ts == TensorType::Q5_K;
+  if constexpr (!tc::supported<T>()) return false;
+  // Q6_K and Q8_0 experts with their own format were slower (-2.6 and -3.2 % at 4K): gate/up
+  // kernels of 240 and 232 registers, downs that spill under the cap.
+  if constexpr (T == TensorType::Q6_K || T == TensorType::Q8_0) return false;
+  if constexpr (Ts == T) return true;
+  // Q6_K and Q8_0 take the IQ2_XXS gate/up past 128 registers: one CTA per SM instead of two.
+  if constexpr (T == TensorType::IQ2_XXS) return k_quant;
+  if constexpr (T == TensorType::IQ3_XXS)
+    return k_quant || Ts == TensorType::Q6_K || Ts == TensorType::Q8_0;
+  return false;
 }
-template <TensorType Ts>
-constexpr bool shared_format() {  // Q6_K and Q8_0 took the IQ2_XXS gate/up past 128 registers
-  return Ts == TensorType::Q4_K || Ts == TensorType::Q5_K || Ts == TensorType::Q2_K ||
-         Ts == TensorType::Q3_K;
-}
-// Host side of the two above: whether routed experts of `routed` take a shared expert of
-// `shared` into their launches (moe_*_takes_shared check the shapes).
+// Host side of the above (moe_*_takes_shared check the shapes).
 bool formats_take_shared(TensorType routed, TensorType shared) {
-  bool routed_ok = false, shared_ok = false;
-  fmt::dispatch(routed, [&]<TensorType T>() { routed_ok = takes_shared<T>(); });
-  fmt::dispatch(shared, [&]<TensorType Ts>() { shared_ok = shared_format<Ts>(); });
-  return routed_ok && shared_ok;
+  bool ok = false;
+  fmt::dispatch(routed, [&]<TensorType T>() {
+    fmt::dispatch(shared, [&]<TensorType Ts>() { ok = pair_merges<T, Ts>(); });
+  });
+  return ok;
 }
 // Calls run<Ts>() with the shared expert's format when `shared` (the moe_*_takes_shared checks
 // passed), else run<kNoShared>().
 template <TensorType T, class Run>
 void run_with_shared(bool shared, TensorType shared_type, Run&& run) {
-  if constexpr (takes_shared<T>()) {
-    if (shared) {
-      fmt::dispatch(shared_type, [&]<TensorType Ts>() {
-        if constexpr (shared_format<Ts>()) run.template operator()<Ts>();
-      });
-      return;
-    }
+  if (shared) {
+    fmt::dispatch(shared_type, [&]<TensorType Ts>() {
+      if constexpr (pair_merges<T, Ts>()) run.template operator()<Ts>();
+    });
+    return;
   }
   run.template operator()<kNoShared>();
 }
@@ -348,10 +354,12 @@ __device__ __forceinline__ void shared_gate_up_cta(const GateUpParams& p, const 
   if (rows.items.n > 0)
     for (int m = 0; m < 2; ++m)
       first[m] = tc::load_item<Ts>(base[m], rows, rows.items.first(), lane);
+  tc::stage_tables<Ts>(p.tables);  // an IQ format's own, routed and shared
   const tc::Input in{GemvIn::RmsNorm, a.x, a.norm, nullptr, 0, a.eps, n};
   pdl_wait();
   const long long gate_logit = p.route.folded[p.route.n_expert];
   tc::stage_own_blocks<Ts>(in, st);
+  if constexpr (tc::reads_tables<Ts>()) __syncthreads();
 #pragma unroll
   for (int m = 0; m < 2; ++m) {
     auto load = [&](tc::Item it) { return tc::load_item<Ts>(base[m], rows, it, lane); };
@@ -437,36 +445,72 @@ struct DownParams {
   int lanes;
   int rows_per_block;
   int64_t prefetch_rows;  // of a fixed matrix (prefetch_rows_for); routed experts: none
-  int shared_kbs = 0;     // blocks per row of the shared expert's down, one warp each; 0: none
 };
 
-// Block j of the shared expert's activation against the CTA's rows [first, end) of its down
-// matrix, by one warp: each tile's two row sums at partial[tile][j][16], after the staged input
-// at `area`. The matrix is fixed, so the first item's bytes are requested before the wait, which
-// this waits for.
+// The shared expert's block j (of its activation, format Ts) against the CTA's rows of its down
+// matrix, by a slot warp after its routed items: each tile's two row sums at
+// partial[tile][j][16], after the shared input staged at `area`. The matrix is fixed, so its bytes
+// are asked of L2 before the wait and loaded after the routed items: held in registers across
+// them, they made the K-quant and Q8_0 kernels spill under the 96-register cap.
 template <TensorType Ts>
-__device__ __forceinline__ void shared_down_block(const DownArgs& a, int64_t first, int64_t end,
-                                                  void* area, int j) {
-  const int lane = threadIdx.x & 31, cols = static_cast<int>(a.shared.cols);
-  const int n_kb = cols / tc::kBlock;
-  tc::CtaRows rows{};
-  rows.first = first, rows.end = end;
-  const tc::CtaBase base = tc::cta_base<Ts>(a.shared, 0, rows);
-  typename tc::Tc<Ts>::Raw raw = tc::load_item<Ts>(base, rows, {0, j}, lane);
-  pdl_wait();
-  const tc::Staged st = tc::carve(area, cols);
-  const tc::Input in{GemvIn::Plain, a.shared_act, nullptr, nullptr, 0, 0.f, cols};
-  tc::stage_blocks<Ts>(in, st, j, n_kb);
-  float* partial = tc::after(st, cols);
-  const int tiles = static_cast<int>((end - first + tc::kTileRows - 1) / tc::kTileRows);
-  for (int tile = 0; tile < tiles; ++tile) {
-    if (tile > 0) raw = tc::load_item<Ts>(base, rows, {tile, j}, lane);
-    const typename tc::Tc<Ts>::Raw item[1] = {raw};
-    float2 v[1];
-    tc::item_sums<Ts, 1>(item, st, j, lane, v);
-    tc::store_item(partial + (tile * n_kb + j) * tc::kTileRows, v[0], lane);
+struct SharedDownBlock {
+  using Raw = typename tc::Tc<Ts>::Raw;
+  tc::CtaRows rows;
+  tc::CtaBase base;
+  tc::Input in;
+  tc::Staged st;
+  float* partial;
+  int j;
+  __device__ SharedDownBlock(const DownArgs& a, const tc::CtaRows& cta, void* area, int block)
+      : rows(cta),
+        base(tc::cta_base<Ts>(a.shared, 0, cta)),
+        in{GemvIn::Plain, a.shared_act, nullptr, nullptr, 0, 0.f, static_cast<int>(a.shared.cols)},
+        st(tc::carve(area, in.n)),
+        partial(tc::after(st, in.n)),
+        j(block) {}
+  __device__ Raw load(int tile, int lane) const {
+    return tc::load_item<Ts>(base, rows, {tile, j}, lane);
   }
-}
+  // Asks L2 for the block's bytes in the CTA's rows (a line per lane and row: rows g, g + 8 of
+  // each tile, quarter t of the block; lane t = 0 the scales, where a format keeps them apart).
+  __device__ void prefetch(int lane) const {
+    using F = fmt::Format<Ts>;
+    constexpr int kFileBlocks = tc::kBlock / F::kBlockValues;
+    constexpr int kBody = kFileBlocks * F::kBodyBytes, kTail = kFileBlocks * F::kTailBytes;
+    const uint32_t n = static_cast<uint32_t>(rows.end - rows.first);
+    for (uint32_t row = lane >> 2; row < n; row += 8) {
+      const uint8_t* body = base.body + row * base.body_row + j * kBody + (lane & 3) * kBody / 4;
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(body));
+      if (kTail > 0 && (lane & 3) == 0)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(base.tail + row * base.tail_row + j * kTail));
+    }
+  }
+  // After the wait: the block's input, by this warp alone.
+  __device__ void stage() const { tc::stage_blocks<Ts>(in, st, j, in.n / tc::kBlock); }
+  __device__ void sum(int lane) const {
+    const int tiles = static_cast<int>((rows.end - rows.first + tc::kTileRows - 1) / tc::kTileRows);
+    for (int tile = 0; tile < tiles; ++tile) {
+      const Raw item[1] = {load(tile, lane)};
+      float2 v[1];
+      tc::item_sums<Ts, 1>(item, st, j, lane, v);
+      tc::store_item(partial + (tile * (in.n / tc::kBlock) + j) * tc::kTileRows, v[0], lane);
+    }
+  }
+};
+template <TensorType Ts>
+struct SharedDownOf {
+  using type = SharedDownBlock<Ts>;
+};
+template <>
+struct SharedDownOf<kNoShared> {  // no shared expert: nothing to hold or do
+  struct type {
+    float* partial = nullptr;
+    __device__ type(const DownArgs&, const tc::CtaRows&, void*, int) {}
+    __device__ void prefetch(int) const {}
+    __device__ void stage() const {}
+    __device__ void sum(int) const {}
+  };
+};
 
 __device__ __forceinline__ void clear_folded(const DownArgs& a) {
   const int stride = static_cast<int>(gridDim.x * blockDim.x);
@@ -527,11 +571,12 @@ __global__ void __launch_bounds__(kGemvThreads) down_kernel(DownParams p) {
 
 // On the tensor cores: the slots' activations are one input of n_slots · cols values, so a kb
 // lies in one slot and reads that slot's expert. With the shared expert's down (Ts), the CTA's
-// last p.shared_kbs warps take its blocks (shared_down_block), one each, while the others take
-// the slots' (one each: moe_down_takes_shared), and the rows' sums add both.
+// last warps take one of its blocks each (SharedDownBlock) after their routed items, and the
+// rows' sums add both. (As warps of their own, 22 in a CTA capped a thread at 80 registers: the
+// K-quant kernels spilled 200-670 bytes.)
 template <TensorType T, TensorType Ts = kNoShared>
-__global__ void __launch_bounds__(32 * (kDownMostWarps + (Ts == kNoShared ? 0 : kMostSharedKbs)))
-    down_tc_kernel(DownParams p) {
+__global__ void __launch_bounds__(32 * kDownMostWarps) down_tc_kernel(DownParams p) {
+  constexpr bool kShared = Ts != kNoShared;
   extern __shared__ float4 smem[];
   __shared__ tc::CtaBase expert[kMaxSlots + 1];  // each slot's expert
   const DownArgs& a = p.a;
@@ -539,11 +584,10 @@ __global__ void __launch_bounds__(32 * (kDownMostWarps + (Ts == kNoShared ? 0 : 
   const int n_kb = n / tc::kBlock, kb_per_slot = seg / tc::kBlock;
   const tc::Staged st = tc::carve(smem, n);
   float* partial = tc::after(st, n);  // [tile][kb][16]
-  void* shared_area = partial + p.rows_per_block * n_kb;
   const tc::CtaRows rows = tc::cta_rows(p.rows_per_block, a.down.rows, n_kb);
-  const int warp = static_cast<int>(threadIdx.x >> 5);
-  const int slot_warps = static_cast<int>(blockDim.x >> 5) - p.shared_kbs;
-  const int lane = threadIdx.x & 31;
+  const int lane = threadIdx.x & 31, warp = static_cast<int>(threadIdx.x >> 5);
+  const int shared_kbs = kShared ? static_cast<int>(a.shared.cols / tc::kBlock) : 0;
+  const int shared_j = warp - (static_cast<int>(blockDim.x >> 5) - shared_kbs);  // < 0: none
   const tc::CtaBase fixed = tc::cta_base<T>(a.down, 0, rows);
   auto load = [&](tc::Item it) {
     const int slot = it.kb / kb_per_slot;
@@ -554,28 +598,29 @@ __global__ void __launch_bounds__(32 * (kDownMostWarps + (Ts == kNoShared ? 0 : 
   const bool has_items = rows.items.n > 0;
   if (!a.ids && has_items) raw = load(rows.items.first());  // a fixed matrix: before the wait
   if (!a.ids) prefetch_weight_rows<T>(a.down, rows.first, rows.end, p.prefetch_rows);
-  tc::stage_tables<T>(p.tables);  // by threads 0-255, of slot warps (n_kb >= 8)
-  if constexpr (Ts != kNoShared)
-    if (warp >= slot_warps)
-      shared_down_block<Ts>(a, rows.first, rows.end, shared_area, warp - slot_warps);
+  tc::stage_tables<T>(p.tables);
+  // The shared block's state is rebuilt where it is used (cheap), not held across the routed work.
+  using Shared = typename SharedDownOf<Ts>::type;
+  void* const shared_area = partial + p.rows_per_block * n_kb;
+  if (shared_j >= 0) Shared(a, rows, shared_area, shared_j).prefetch(lane);
   pdl_wait();
   clear_folded(a);
   if (a.ids)
     for (int s = threadIdx.x; s < a.n_slots; s += blockDim.x)
       expert[s] = tc::cta_base<T>(a.down, a.ids[s], rows);
-  // The experts and the tables, for the slot warps; the shared expert's use neither.
-  if (warp < slot_warps) sync_warps<1>(slot_warps);
+  __syncthreads();  // the experts and the tables
   if (a.ids && has_items) raw = load(rows.items.first());
   const tc::Input in{GemvIn::Plain, a.act, nullptr, nullptr, 0, 0.f, n};
   tc::stage_own_blocks<T>(in, st);  // while the first item's bytes arrive
-  tc::sum_items<T>(rows, raw, load, st, partial);
-  const int shared_cols = static_cast<int>(a.shared.cols);
-  const float* shared_partial =
-      Ts != kNoShared ? tc::after(tc::carve(shared_area, shared_cols), shared_cols) : nullptr;
+  if (shared_j >= 0) Shared(a, rows, shared_area, shared_j).stage();
+  tc::sum_items<T>(rows, raw, load, st, partial, [&] {
+    if (shared_j >= 0) Shared(a, rows, shared_area, shared_j).sum(lane);
+  });
   for (int64_t j = threadIdx.x; j < rows.end - rows.first; j += blockDim.x) {
     const int64_t r = rows.first + j;
     float sum = tc::row_total(partial, j, n_kb, tc::kTileRows);
-    if (shared_partial) sum += tc::row_total(shared_partial, j, p.shared_kbs, tc::kTileRows);
+    if constexpr (kShared)
+      sum += tc::row_total(Shared(a, rows, shared_area, 0).partial, j, shared_kbs, tc::kTileRows);
     if (a.extra) sum += a.extra[r];
     a.y[r] = a.store ? sum : a.y[r] + sum;
   }
@@ -680,9 +725,9 @@ bool moe_down_takes_shared(const Matrix& down, int n_slots, const Matrix& shared
   const int64_t n = down.cols * n_slots;
   return formats_take_shared(down.type, shared.type) && n_slots >= 1 && n_slots <= kMaxSlots &&
          shared.body && tc::usable(down.rows, n, 1) && n % tc::kBlock == 0 &&
-         n / tc::kBlock <= kDownMostWarps && shared.rows == down.rows &&
-         shared.cols % tc::kBlock == 0 && shared.cols / tc::kBlock >= 1 &&
-         shared.cols / tc::kBlock <= kMostSharedKbs &&
+         shared.rows == down.rows && shared.cols % tc::kBlock == 0 &&
+         shared.cols / tc::kBlock >= 1 &&
+         shared.cols / tc::kBlock <= tc::warps_for(n / tc::kBlock, kDownMostWarps) &&
          tc::smem_bytes(n, tc::kTileRows) + tc::smem_bytes(shared.cols, tc::kTileRows) <=
              tc::kMaxSmem;
 }
@@ -695,14 +740,14 @@ void moe_down(const DownArgs& a, cudaStream_t stream) {
     using F = fmt::Format<T>;
     if constexpr (tc::supported<T>()) {
       if (tc::usable(a.down.rows, a.down.cols * a.n_slots, 1)) {
-        // The shared expert's blocks, warps and shared memory (moe_down_takes_shared).
+        // With the shared expert's shared memory (moe_down_takes_shared).
         auto run = [&]<TensorType Ts>() {
-          const int shared_kbs = Ts != kNoShared ? static_cast<int>(a.shared.cols / tc::kBlock) : 0;
-          const tc::Plan plan = tc::plan(
-              down_tc_kernel<T, Ts>, kDownMostWarps, a.down.rows, a.down.cols * a.n_slots, 1, 1,
-              [&](int64_t r) { return shared_kbs ? tc::smem_bytes(a.shared.cols, r) : size_t{0}; },
-              shared_kbs);
-          DownParams p{a, device_tables(), 0, plan.rows_per_block, 0, shared_kbs};
+          const tc::Plan plan =
+              tc::plan(down_tc_kernel<T, Ts>, kDownMostWarps, a.down.rows, a.down.cols * a.n_slots,
+                       1, 1, [&](int64_t r) {
+                         return Ts != kNoShared ? tc::smem_bytes(a.shared.cols, r) : size_t{0};
+                       });
+          DownParams p{a, device_tables(), 0, plan.rows_per_block, 0};
           p.prefetch_rows = prefetch_rows_for<T>(a.down, p.rows_per_block);
           const unsigned blocks =
               static_cast<unsigned>((a.down.rows + plan.rows_per_block - 1) / plan.rows_per_block);

@@ -381,19 +381,27 @@ void test_moe(Reporter& r, uint64_t seed) {
   experts_case(r, TensorType::Q3_K, {4, 1, 6, 3, 0}, false, 8, 2048, 512, seed + 34, true);
   experts_case(r, TensorType::Q8_0, {3, 0, 5, 1}, false, 8, 2048, 512, seed + 35, true);
   // The shared expert in the experts' launches: the 80B's formats and shapes, a shared row of
-  // one block, the other routed IQ format, and the other shared formats.
+  // one block, shared rows of as many blocks as the down has warps (k = 4: 8 warps), and every
+  // pair of formats that merges (each routed format with its own; the IQ ones with K-quants).
   if (tensor_core_gemv_enabled()) {
-    shared_gate_up_case(r, TensorType::IQ2_XXS, TensorType::Q4_K, ids10, 32, 2048, 512, seed + 74);
-    shared_gate_up_case(r, TensorType::IQ3_XXS, TensorType::Q5_K, {4, 0, 9, 2, 7, 1, 3, 8}, 10,
-                        2048, 512, seed + 75);
-    shared_down_case(r, TensorType::IQ2_XXS, TensorType::Q4_K, ids10, 32, 2048, 512, 512,
-                     seed + 70);
-    shared_down_case(r, TensorType::IQ2_XXS, TensorType::Q5_K, {4, 0, 9, 2, 7, 1, 3, 8}, 10, 2048,
-                     512, 256, seed + 71);
-    shared_down_case(r, TensorType::IQ3_XXS, TensorType::Q2_K, ids10, 32, 2048, 512, 512,
-                     seed + 72);
-    shared_down_case(r, TensorType::IQ2_XXS, TensorType::Q3_K, ids10, 32, 2048, 512, 512,
-                     seed + 73);
+    using T = TensorType;
+    shared_gate_up_case(r, T::IQ2_XXS, T::Q4_K, ids10, 32, 2048, 512, seed + 74);
+    shared_down_case(r, T::IQ2_XXS, T::Q4_K, ids10, 32, 2048, 512, 512, seed + 70);
+    shared_down_case(r, T::IQ2_XXS, T::Q5_K, {4, 0, 9, 2, 7, 1, 3, 8}, 10, 2048, 512, 256,
+                     seed + 71);
+    shared_down_case(r, T::Q4_K, T::Q4_K, {2, 0, 5, 1}, 6, 2048, 512, 2048, seed + 72);
+    const T pairs[][2] = {
+        {T::IQ2_XXS, T::IQ2_XXS}, {T::IQ3_XXS, T::IQ3_XXS}, {T::Q2_K, T::Q2_K},
+        {T::Q3_K, T::Q3_K},       {T::Q4_K, T::Q4_K},       {T::Q5_K, T::Q5_K},
+        {T::IQ2_XXS, T::Q2_K},    {T::IQ2_XXS, T::Q3_K},    {T::IQ2_XXS, T::Q5_K},
+        {T::IQ3_XXS, T::Q2_K},    {T::IQ3_XXS, T::Q3_K},    {T::IQ3_XXS, T::Q4_K},
+        {T::IQ3_XXS, T::Q5_K},    {T::IQ3_XXS, T::Q6_K},    {T::IQ3_XXS, T::Q8_0}};
+    const std::vector<int32_t> ids12 = {11, 3, 0, 7, 9, 1, 5, 10, 2, 8};
+    uint64_t pair_seed = seed + 200;
+    for (const auto& [t, ts] : pairs) {
+      shared_gate_up_case(r, t, ts, ids12, 12, 2048, 512, pair_seed++);
+      shared_down_case(r, t, ts, ids12, 12, 2048, 512, 512, pair_seed++);
+    }
   }
   if (!r.options().quick) {
     experts_case(r, TensorType::IQ3_XXS, {5, 2}, false, 8, 256, 256, seed + 30);

@@ -666,6 +666,11 @@ constexpr bool supported() {
          T == TensorType::Q6_K || T == TensorType::Q8_0;
 }
 
+// Whether the tensor-core decoder of T reads lookup tables (iq_tables) from shared memory.
+template <TensorType T>
+constexpr bool reads_tables() {
+  return T == TensorType::IQ2_XXS || T == TensorType::IQ3_XXS;
+}
 // Copies the lookup tables the tensor-core decoder of T reads (iq_tables) into shared memory; the
 // caller synchronises before use.
 template <TensorType T>
@@ -982,10 +987,15 @@ __device__ __forceinline__ void pipelined(const WarpItems& items, Raw raw, Load&
 }
 
 // All of a warp's items (the first one's bytes given), each one's two row sums into
-// partial[i][kTileRows]; then lets the next kernel start and synchronises the block.
-template <TensorType T, class Load>
+// partial[i][kTileRows]; then the warp's other work (then()), and it lets the next kernel start
+// and synchronises the block.
+struct NoWork {
+  __device__ void operator()() const {}
+};
+template <TensorType T, class Load, class Then = NoWork>
 __device__ __forceinline__ void sum_items(const CtaRows& rows, typename Tc<T>::Raw first,
-                                          Load&& load, const Staged& st, float* partial) {
+                                          Load&& load, const Staged& st, float* partial,
+                                          Then&& then = Then{}) {
   const int lane = threadIdx.x & 31;
   pipelined(rows.items, first, load, [&](Item it, const auto& item) {
     const typename Tc<T>::Raw raw[1] = {item};
@@ -993,6 +1003,7 @@ __device__ __forceinline__ void sum_items(const CtaRows& rows, typename Tc<T>::R
     item_sums<T, 1>(raw, st, it.kb, lane, v);
     store_item(partial + rows.items.number(it) * kTileRows, v[0], lane);
   });
+  then();
   pdl_launch_dependents();
   __syncthreads();
 }
@@ -1027,16 +1038,16 @@ struct Plan {
 // Rows per CTA so that other_blocks × the CTAs over `rows` are one resident wave (as many tiles
 // per CTA as that takes, within kMaxSmem), each CTA of warps_for(n_kb, most_warps) warps, and the
 // kernel allowed the shared memory it needs.
-// extra_bytes(rows) adds shared memory, and extra_warps warps, for other work of a CTA of that
-// many rows (the router fold; the shared expert's down).
+// extra_bytes(rows) adds shared memory for other work of a CTA of that many rows (the router
+// fold; the shared expert's down).
 template <class Kernel, class ExtraBytes>
 Plan plan(Kernel kernel, int most_warps, int64_t rows, int64_t n, int64_t other_blocks, int sums,
-          ExtraBytes&& extra_bytes, int extra_warps = 0) {
+          ExtraBytes&& extra_bytes) {
   auto bytes = [&](int64_t r) { return smem_bytes(n, r, sums) + extra_bytes(r); };
   int64_t max_tiles = 1;
   while (max_tiles < 64 && bytes(2 * max_tiles * kTileRows) <= kMaxSmem) max_tiles *= 2;
   allow_smem(kernel, bytes(max_tiles * kTileRows));
-  const int threads = 32 * (warps_for(n / kBlock, most_warps) + extra_warps);
+  const int threads = 32 * warps_for(n / kBlock, most_warps);
   const int64_t tiles = (rows + kTileRows - 1) / kTileRows;
   const int64_t resident = resident_blocks(kernel, bytes(kTileRows), threads);
   int64_t per = (tiles * other_blocks + resident - 1) / resident;
