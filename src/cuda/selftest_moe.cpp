@@ -382,7 +382,8 @@ void test_moe(Reporter& r, uint64_t seed) {
   experts_case(r, TensorType::Q8_0, {3, 0, 5, 1}, false, 8, 2048, 512, seed + 35, true);
   // The shared expert in the experts' launches: the 80B's formats and shapes, a shared row of
   // one block, shared rows of as many blocks as the down has warps (k = 4: 8 warps), and every
-  // pair of formats that merges (each routed format with its own; the IQ ones with K-quants).
+  // pair of formats that merges (IQ2_XXS, IQ3_XXS and Q2_K-Q5_K with their own format; the IQ
+  // ones with K-quants, and IQ3_XXS with Q8_0).
   if (tensor_core_gemv_enabled()) {
     using T = TensorType;
     shared_gate_up_case(r, T::IQ2_XXS, T::Q4_K, ids10, 32, 2048, 512, seed + 74);
