@@ -77,13 +77,15 @@ struct ShapeFlags {
 };
 
 struct TypeFlags {
-  std::string experts, down, dense, ssm_ba, embed, output, router;
+  std::string experts, down, dense, shexp_down, ssm_ba, embed, output, router;
 
   void add_to(CLI::App& app) {
     app.add_option("--experts", experts, "type of the routed experts' gate, up and down");
     app.add_option("--down", down, "type of the routed experts' down only (after --experts)");
     app.add_option("--dense", dense,
                    "type of every attention, DeltaNet (but ssm_ba) and shared-expert projection");
+    app.add_option("--shexp-down", shexp_down,
+                   "type of the shared expert's down only (after --dense)");
     app.add_option("--ssm-ba", ssm_ba, "type of ssm_ba");
     app.add_option("--embed", embed, "type of token_embd");
     app.add_option("--output", output, "type of output.weight");
@@ -94,6 +96,7 @@ struct TypeFlags {
     if (!experts.empty()) t.expert_gate_up = t.expert_down = parse_type("--experts", experts);
     if (!down.empty()) t.expert_down = parse_type("--down", down);
     if (!dense.empty()) t.set_dense(parse_type("--dense", dense));
+    if (!shexp_down.empty()) t.shexp_down = parse_type("--shexp-down", shexp_down);
     if (!ssm_ba.empty()) t.ssm_ba = parse_type("--ssm-ba", ssm_ba);
     if (!embed.empty()) t.embed = parse_type("--embed", embed);
     if (!output.empty()) t.output = parse_type("--output", output);

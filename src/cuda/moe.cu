@@ -186,41 +186,50 @@ __global__ void route_kernel(const long long* folded, int n_expert, int k, float
 // the CTA's last warps after their routed items.
 constexpr auto kNoShared = TensorType::F32;
 
-// The pairs of routed and shared formats that merge: those whose merged kernels keep the plain
-// routed kernels' occupancy (ptxas: the gate/up as many CTAs per SM, the down its 96-register
-// cap) and were measured faster (CUDA_DECODE.md, thirtieth pass: +1.7 to +18 % at 4K on 12-layer
-// models). A shared format other than the routed one must need no lookup tables (the launch
-// stages the routed format's).
-template <TensorType T, TensorType Ts>
+// The pairs of routed and shared formats that merge, per kernel: those whose merged kernels keep
+// the plain routed kernels' occupancy (ptxas: the gate/up as many CTAs per SM, the down its
+// 96-register cap) and were measured faster on 12-layer models at 4K (CUDA_DECODE.md, thirtieth
+// and thirty-first passes). A shared format other than the routed one must need no lookup tables
+// (the launch stages the routed format's). A layer merges only if both of its kernels do
+// (moe_block).
+enum class MoeKernel { GateUp, Down };
+template <MoeKernel K, TensorType T, TensorType Ts>
 constexpr bool pair_merges() {
   constexpr bool k_quant = Ts == TensorType::Q2_K || Ts == TensorType::Q3_K ||
                            Ts == TensorType::Q4_K || Ts == TensorType::Q5_K;
   if constexpr (!tc::supported<T>()) return false;
-  // Q6_K and Q8_0 experts with their own format were slower (-2.6 and -3.2 % at 4K): gate/up
-  // kernels of 240 and 232 registers, downs that spill under the cap.
-  if constexpr (T == TensorType::Q6_K || T == TensorType::Q8_0) return false;
+  // Q6_K experts' downs with a Q4_K-Q6_K shared down (the downs of llama.cpp's Q4_K_M and Q5_K_M
+  // recipes): +8.7 to +9.6 % at 4K, though Q6_K with Q6_K spills 12 bytes. Q6_K and Q8_0 gate/ups
+  // were slower (-2.6 and -3.2 %): their plain kernels alone take 242 and 232 registers.
+  if constexpr (T == TensorType::Q6_K)
+    return K == MoeKernel::Down && (Ts == TensorType::Q4_K || Ts == TensorType::Q5_K || Ts == T);
+  if constexpr (T == TensorType::Q8_0) return false;
   if constexpr (Ts == T) return true;
-  // Q6_K and Q8_0 take the IQ2_XXS gate/up past 128 registers: one CTA per SM instead of two.
+  // A Q6_K or Q8_0 shared expert: the IQ2_XXS gate/up past 128 registers (one CTA per SM instead
+  // of two); with K-quant experts, slower by 2.3-3.0 % (the kernels within their caps).
   if constexpr (T == TensorType::IQ2_XXS) return k_quant;
   if constexpr (T == TensorType::IQ3_XXS)
     return k_quant || Ts == TensorType::Q6_K || Ts == TensorType::Q8_0;
-  return false;
+  // K-quant experts with another K-quant (Q3_K with Q5_K: +6.3 %).
+  return k_quant && (T == TensorType::Q2_K || T == TensorType::Q3_K || T == TensorType::Q4_K ||
+                     T == TensorType::Q5_K);
 }
 // Host side of the above (moe_*_takes_shared check the shapes).
+template <MoeKernel K>
 bool formats_take_shared(TensorType routed, TensorType shared) {
   bool ok = false;
   fmt::dispatch(routed, [&]<TensorType T>() {
-    fmt::dispatch(shared, [&]<TensorType Ts>() { ok = pair_merges<T, Ts>(); });
+    fmt::dispatch(shared, [&]<TensorType Ts>() { ok = pair_merges<K, T, Ts>(); });
   });
   return ok;
 }
 // Calls run<Ts>() with the shared expert's format when `shared` (the moe_*_takes_shared checks
 // passed), else run<kNoShared>().
-template <TensorType T, class Run>
+template <MoeKernel K, TensorType T, class Run>
 void run_with_shared(bool shared, TensorType shared_type, Run&& run) {
   if (shared) {
     fmt::dispatch(shared_type, [&]<TensorType Ts>() {
-      if constexpr (pair_merges<T, Ts>()) run.template operator()<Ts>();
+      if constexpr (pair_merges<K, T, Ts>()) run.template operator()<Ts>();
     });
     return;
   }
@@ -455,6 +464,10 @@ struct DownParams {
 template <TensorType Ts>
 struct SharedDownBlock {
   using Raw = typename tc::Tc<Ts>::Raw;
+  // Where the block sums of a shared row of `cols` values lie in the CTA's shared area.
+  __device__ static float* partial_at(void* area, int cols) {
+    return tc::after(tc::carve(area, cols), cols);
+  }
   tc::CtaRows rows;
   tc::CtaBase base;
   tc::Input in;
@@ -466,24 +479,10 @@ struct SharedDownBlock {
         base(tc::cta_base<Ts>(a.shared, 0, cta)),
         in{GemvIn::Plain, a.shared_act, nullptr, nullptr, 0, 0.f, static_cast<int>(a.shared.cols)},
         st(tc::carve(area, in.n)),
-        partial(tc::after(st, in.n)),
+        partial(partial_at(area, in.n)),
         j(block) {}
   __device__ Raw load(int tile, int lane) const {
     return tc::load_item<Ts>(base, rows, {tile, j}, lane);
-  }
-  // Asks L2 for the block's bytes in the CTA's rows (a line per lane and row: rows g, g + 8 of
-  // each tile, quarter t of the block; lane t = 0 the scales, where a format keeps them apart).
-  __device__ void prefetch(int lane) const {
-    using F = fmt::Format<Ts>;
-    constexpr int kFileBlocks = tc::kBlock / F::kBlockValues;
-    constexpr int kBody = kFileBlocks * F::kBodyBytes, kTail = kFileBlocks * F::kTailBytes;
-    const uint32_t n = static_cast<uint32_t>(rows.end - rows.first);
-    for (uint32_t row = lane >> 2; row < n; row += 8) {
-      const uint8_t* body = base.body + row * base.body_row + j * kBody + (lane & 3) * kBody / 4;
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(body));
-      if (kTail > 0 && (lane & 3) == 0)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(base.tail + row * base.tail_row + j * kTail));
-    }
   }
   // After the wait: the block's input, by this warp alone.
   __device__ void stage() const { tc::stage_blocks<Ts>(in, st, j, in.n / tc::kBlock); }
@@ -504,9 +503,7 @@ struct SharedDownOf {
 template <>
 struct SharedDownOf<kNoShared> {  // no shared expert: nothing to hold or do
   struct type {
-    float* partial = nullptr;
     __device__ type(const DownArgs&, const tc::CtaRows&, void*, int) {}
-    __device__ void prefetch(int) const {}
     __device__ void stage() const {}
     __device__ void sum(int) const {}
   };
@@ -598,11 +595,12 @@ __global__ void __launch_bounds__(32 * kDownMostWarps) down_tc_kernel(DownParams
   const bool has_items = rows.items.n > 0;
   if (!a.ids && has_items) raw = load(rows.items.first());  // a fixed matrix: before the wait
   if (!a.ids) prefetch_weight_rows<T>(a.down, rows.first, rows.end, p.prefetch_rows);
+  if constexpr (kShared)  // a fixed matrix, all of the CTA's rows
+    prefetch_weight_rows<Ts>(a.shared, rows.first, rows.end, rows.end - rows.first);
   tc::stage_tables<T>(p.tables);
   // The shared block's state is rebuilt where it is used (cheap), not held across the routed work.
   using Shared = typename SharedDownOf<Ts>::type;
   void* const shared_area = partial + p.rows_per_block * n_kb;
-  if (shared_j >= 0) Shared(a, rows, shared_area, shared_j).prefetch(lane);
   pdl_wait();
   clear_folded(a);
   if (a.ids)
@@ -620,7 +618,8 @@ __global__ void __launch_bounds__(32 * kDownMostWarps) down_tc_kernel(DownParams
     const int64_t r = rows.first + j;
     float sum = tc::row_total(partial, j, n_kb, tc::kTileRows);
     if constexpr (kShared)
-      sum += tc::row_total(Shared(a, rows, shared_area, 0).partial, j, shared_kbs, tc::kTileRows);
+      sum += tc::row_total(Shared::partial_at(shared_area, static_cast<int>(a.shared.cols)), j,
+                           shared_kbs, tc::kTileRows);
     if (a.extra) sum += a.extra[r];
     a.y[r] = a.store ? sum : a.y[r] + sum;
   }
@@ -653,11 +652,11 @@ void moe_route(const long long* folded, int n_expert, int k, float factor, bool 
 
 bool moe_gate_up_takes_shared(const Matrix& gate, int n_slots, const Matrix& shared_gate,
                               const Matrix& shared_up) {
-  return formats_take_shared(gate.type, shared_gate.type) && shared_up.type == shared_gate.type &&
-         shared_gate.body && shared_up.body && n_slots >= 1 && n_slots < kMaxSlots &&
-         tc::usable(gate.rows, gate.cols, n_slots, 2) && shared_gate.rows == gate.rows &&
-         shared_up.rows == gate.rows && shared_gate.cols == gate.cols &&
-         shared_up.cols == gate.cols;
+  return formats_take_shared<MoeKernel::GateUp>(gate.type, shared_gate.type) &&
+         shared_up.type == shared_gate.type && shared_gate.body && shared_up.body && n_slots >= 1 &&
+         n_slots < kMaxSlots && tc::usable(gate.rows, gate.cols, n_slots, 2) &&
+         shared_gate.rows == gate.rows && shared_up.rows == gate.rows &&
+         shared_gate.cols == gate.cols && shared_up.cols == gate.cols;
 }
 
 void moe_gate_up(const GateUpArgs& a, cudaStream_t stream) {
@@ -698,7 +697,7 @@ void moe_gate_up(const GateUpArgs& a, cudaStream_t stream) {
               static_cast<unsigned>(slots));
           launch(gate_up_tc_kernel<T, Ts>, grid, dim3(plan.threads), plan.smem, stream, p);
         };
-        run_with_shared<T>(a.shared_act != nullptr, a.shared_gate.type, run);
+        run_with_shared<MoeKernel::GateUp, T>(a.shared_act != nullptr, a.shared_gate.type, run);
         return;
       }
     }
@@ -723,9 +722,9 @@ void moe_gate_up(const GateUpArgs& a, cudaStream_t stream) {
 
 bool moe_down_takes_shared(const Matrix& down, int n_slots, const Matrix& shared) {
   const int64_t n = down.cols * n_slots;
-  return formats_take_shared(down.type, shared.type) && n_slots >= 1 && n_slots <= kMaxSlots &&
-         shared.body && tc::usable(down.rows, n, 1) && n % tc::kBlock == 0 &&
-         shared.rows == down.rows && shared.cols % tc::kBlock == 0 &&
+  return formats_take_shared<MoeKernel::Down>(down.type, shared.type) && n_slots >= 1 &&
+         n_slots <= kMaxSlots && shared.body && tc::usable(down.rows, n, 1) &&
+         n % tc::kBlock == 0 && shared.rows == down.rows && shared.cols % tc::kBlock == 0 &&
          shared.cols / tc::kBlock >= 1 &&
          shared.cols / tc::kBlock <= tc::warps_for(n / tc::kBlock, kDownMostWarps) &&
          tc::smem_bytes(n, tc::kTileRows) + tc::smem_bytes(shared.cols, tc::kTileRows) <=
@@ -753,7 +752,7 @@ void moe_down(const DownArgs& a, cudaStream_t stream) {
               static_cast<unsigned>((a.down.rows + plan.rows_per_block - 1) / plan.rows_per_block);
           launch(down_tc_kernel<T, Ts>, dim3(blocks), dim3(plan.threads), plan.smem, stream, p);
         };
-        run_with_shared<T>(a.shared_act != nullptr, a.shared.type, run);
+        run_with_shared<MoeKernel::Down, T>(a.shared_act != nullptr, a.shared.type, run);
         return;
       }
     }

@@ -382,8 +382,9 @@ void test_moe(Reporter& r, uint64_t seed) {
   experts_case(r, TensorType::Q8_0, {3, 0, 5, 1}, false, 8, 2048, 512, seed + 35, true);
   // The shared expert in the experts' launches: the 80B's formats and shapes, a shared row of
   // one block, shared rows of as many blocks as the down has warps (k = 4: 8 warps), and every
-  // pair of formats that merges (IQ2_XXS, IQ3_XXS and Q2_K-Q5_K with their own format; the IQ
-  // ones with K-quants, and IQ3_XXS with Q8_0).
+  // pair of formats that merges, per kernel: IQ2_XXS and IQ3_XXS with their own format and the
+  // K-quants (IQ3_XXS also with Q6_K and Q8_0); Q2_K-Q5_K with Q2_K-Q5_K; in the down, Q6_K
+  // with Q4_K-Q6_K.
   if (tensor_core_gemv_enabled()) {
     using T = TensorType;
     shared_gate_up_case(r, T::IQ2_XXS, T::Q4_K, ids10, 32, 2048, 512, seed + 74);
@@ -391,18 +392,28 @@ void test_moe(Reporter& r, uint64_t seed) {
     shared_down_case(r, T::IQ2_XXS, T::Q5_K, {4, 0, 9, 2, 7, 1, 3, 8}, 10, 2048, 512, 256,
                      seed + 71);
     shared_down_case(r, T::Q4_K, T::Q4_K, {2, 0, 5, 1}, 6, 2048, 512, 2048, seed + 72);
-    const T pairs[][2] = {
-        {T::IQ2_XXS, T::IQ2_XXS}, {T::IQ3_XXS, T::IQ3_XXS}, {T::Q2_K, T::Q2_K},
-        {T::Q3_K, T::Q3_K},       {T::Q4_K, T::Q4_K},       {T::Q5_K, T::Q5_K},
-        {T::IQ2_XXS, T::Q2_K},    {T::IQ2_XXS, T::Q3_K},    {T::IQ2_XXS, T::Q5_K},
-        {T::IQ3_XXS, T::Q2_K},    {T::IQ3_XXS, T::Q3_K},    {T::IQ3_XXS, T::Q4_K},
-        {T::IQ3_XXS, T::Q5_K},    {T::IQ3_XXS, T::Q6_K},    {T::IQ3_XXS, T::Q8_0}};
+    struct Pairs {
+      T routed;
+      std::vector<T> shared;
+      bool down_only;
+    };
+    const std::vector<T> k_quants = {T::Q2_K, T::Q3_K, T::Q4_K, T::Q5_K};
+    const Pairs pairs[] = {
+        {T::IQ2_XXS, {T::IQ2_XXS, T::Q2_K, T::Q3_K, T::Q5_K}, false},  // Q4_K: the 80B's, above
+        {T::IQ3_XXS, {T::IQ3_XXS, T::Q2_K, T::Q3_K, T::Q4_K, T::Q5_K, T::Q6_K, T::Q8_0}, false},
+        {T::Q2_K, k_quants, false},
+        {T::Q3_K, k_quants, false},
+        {T::Q4_K, k_quants, false},
+        {T::Q5_K, k_quants, false},
+        {T::Q6_K, {T::Q4_K, T::Q5_K, T::Q6_K}, true}};
     const std::vector<int32_t> ids12 = {11, 3, 0, 7, 9, 1, 5, 10, 2, 8};
     uint64_t pair_seed = seed + 200;
-    for (const auto& [t, ts] : pairs) {
-      shared_gate_up_case(r, t, ts, ids12, 12, 2048, 512, pair_seed++);
-      shared_down_case(r, t, ts, ids12, 12, 2048, 512, 512, pair_seed++);
-    }
+    for (const Pairs& p : pairs)
+      for (T ts : p.shared) {
+        if (!p.down_only) shared_gate_up_case(r, p.routed, ts, ids12, 12, 2048, 512, pair_seed);
+        shared_down_case(r, p.routed, ts, ids12, 12, 2048, 512, 512, pair_seed + 1);
+        pair_seed += 2;
+      }
   }
   if (!r.options().quick) {
     experts_case(r, TensorType::IQ3_XXS, {5, 2}, false, 8, 256, 256, seed + 30);

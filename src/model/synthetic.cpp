@@ -166,7 +166,7 @@ void check_spec(const Spec& s) {
   const TypeMix& t = s.types;
   for (TensorType type :
        {t.embed, t.output, t.expert_gate_up, t.expert_down, t.attn_q, t.attn_kv, t.attn_output,
-        t.ssm_qkv, t.ssm_gate, t.ssm_ba, t.ssm_out, t.shexp, t.router}) {
+        t.ssm_qkv, t.ssm_gate, t.ssm_ba, t.ssm_out, t.shexp_gate_up, t.shexp_down, t.router}) {
     if (!quant::is_supported(type)) {
       fail("type ", gguf::type_name(type),
            " cannot be generated: Red Lite decodes f32 f16 bf16 q8_0 q4_0 q4_K q5_K q6_K q2_K "
@@ -284,9 +284,9 @@ void plan_block(Planner& p, const Spec& s, int il, bool attention, bool mtp) {
   if (s.layout.shexp_gate_2d) shexp_gate_ne.push_back(1);
   p.add(b + "ffn_gate_inp_shexp.weight", shexp_gate_ne, t.router, Init::Normal, Role::ShexpGateInp,
         il);
-  p.add(b + "ffn_gate_shexp.weight", {d, ffs}, t.shexp, Init::Normal, Role::ShexpGate, il);
-  p.add(b + "ffn_up_shexp.weight", {d, ffs}, t.shexp, Init::Normal, Role::ShexpUp, il);
-  p.add(b + "ffn_down_shexp.weight", {ffs, d}, t.shexp, Init::Normal, Role::ShexpDown, il);
+  p.add(b + "ffn_gate_shexp.weight", {d, ffs}, t.shexp_gate_up, Init::Normal, Role::ShexpGate, il);
+  p.add(b + "ffn_up_shexp.weight", {d, ffs}, t.shexp_gate_up, Init::Normal, Role::ShexpUp, il);
+  p.add(b + "ffn_down_shexp.weight", {ffs, d}, t.shexp_down, Init::Normal, Role::ShexpDown, il);
   if (mtp) {
     p.add(b + "nextn.eh_proj.weight", {2 * d, d}, t.attn_output, Init::Normal, Role::EhProj, il);
     p.norm(b + "nextn.enorm.weight", d, Role::ENorm, il);
@@ -298,7 +298,7 @@ void plan_block(Planner& p, const Spec& s, int il, bool attention, bool mtp) {
 }  // namespace
 
 void TypeMix::set_dense(TensorType t) {
-  attn_q = attn_kv = attn_output = ssm_qkv = ssm_gate = ssm_out = shexp = t;
+  attn_q = attn_kv = attn_output = ssm_qkv = ssm_gate = ssm_out = shexp_gate_up = shexp_down = t;
 }
 
 std::vector<std::string> preset_names() {
@@ -349,7 +349,8 @@ Spec preset(std::string_view name) {
     t.output = TensorType::Q6_K;
     t.expert_gate_up = TensorType::IQ2_XXS;
     t.expert_down = TensorType::IQ3_XXS;
-    t.attn_q = t.attn_output = t.ssm_gate = t.ssm_out = t.shexp = TensorType::Q4_K;
+    t.attn_q = t.attn_output = t.ssm_gate = t.ssm_out = t.shexp_gate_up = t.shexp_down =
+        TensorType::Q4_K;
     t.attn_kv = t.ssm_qkv = t.ssm_ba = TensorType::Q8_0;
   }
   return s;

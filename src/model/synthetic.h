@@ -57,8 +57,9 @@ struct TypeMix {
   TensorType ssm_gate = TensorType::Q4_K;  // attn_gate (z)
   TensorType ssm_ba = TensorType::Q8_0;
   TensorType ssm_out = TensorType::Q4_K;
-  TensorType shexp = TensorType::Q4_K;  // ffn_{gate,up,down}_shexp
-  TensorType router = TensorType::F32;  // ffn_gate_inp and ffn_gate_inp_shexp
+  TensorType shexp_gate_up = TensorType::Q4_K;  // ffn_gate_shexp, ffn_up_shexp
+  TensorType shexp_down = TensorType::Q4_K;     // ffn_down_shexp
+  TensorType router = TensorType::F32;          // ffn_gate_inp and ffn_gate_inp_shexp
 
   // `--dense`: every attention, DeltaNet (except ssm_ba) and shared-expert projection.
   void set_dense(TensorType t);

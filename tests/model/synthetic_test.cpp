@@ -116,6 +116,27 @@ TEST(Synthetic, IssueExampleTypeMix) {
   EXPECT_EQ(b.routed_experts, 48ull * 10 * (2 * 512 * 8 * 66 + 2048 * 2 * 98));
 }
 
+TEST(Synthetic, SharedDownTypeOfItsOwn) {
+  // redlite mkmodel --preset 80b-a3b --experts q4_K --down q6_K --dense q4_K --shexp-down q6_K:
+  // the layers where llama.cpp's Q4_K_M recipe gives both downs Q6_K.
+  auto s = synthetic::preset("80b-a3b");
+  s.types.expert_gate_up = s.types.expert_down = TensorType::Q4_K;
+  s.types.expert_down = TensorType::Q6_K;
+  s.types.set_dense(TensorType::Q4_K);
+  s.types.shexp_down = TensorType::Q6_K;
+  const auto plan = synthetic::make_plan(s);
+  Config c;
+  const Weights w = bind_plan(plan, &c);
+  const auto& layer = w.layers[5];
+  EXPECT_EQ(layer.shexp_down.type, TensorType::Q6_K);
+  EXPECT_EQ(layer.shexp_gate.type, TensorType::Q4_K);
+  EXPECT_EQ(layer.shexp_up.type, TensorType::Q4_K);
+  EXPECT_EQ(layer.experts.down.type, TensorType::Q6_K);
+  // 512 x 2048 of Q6_K (210 bytes per 256 values) for the shared down, Q4_K (144) for the rest.
+  EXPECT_EQ(decode_weight_breakdown(c, w).shared_experts,
+            48ull * (2 * 512 * 8 * 144 + 2048 * 2 * 210 + 2048 * 4));
+}
+
 TEST(Synthetic, RowsThatDoNotFitFallBackWithANote) {
   auto s = synthetic::preset("tiny");  // d = 32: 256-value blocks do not fit
   s.types.expert_gate_up = TensorType::IQ2_XXS;
