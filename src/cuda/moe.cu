@@ -199,8 +199,8 @@ constexpr bool pair_merges() {
                            Ts == TensorType::Q4_K || Ts == TensorType::Q5_K;
   if constexpr (!tc::supported<T>()) return false;
   // Q6_K experts' downs with a Q4_K-Q6_K shared down (the downs of llama.cpp's Q4_K_M and Q5_K_M
-  // recipes): +8.7 to +9.6 % at 4K, though Q6_K with Q6_K spills 12 bytes. Q6_K and Q8_0 gate/ups
-  // were slower (-2.6 and -3.2 %): their plain kernels alone take 242 and 232 registers.
+  // recipes): +8.7 to +9.6 % at 4K. Q6_K and Q8_0 gate/ups were slower (-2.6 and -3.2 %): their
+  // plain kernels alone take 242 and 232 registers.
   if constexpr (T == TensorType::Q6_K)
     return K == MoeKernel::Down && (Ts == TensorType::Q4_K || Ts == TensorType::Q5_K || Ts == T);
   if constexpr (T == TensorType::Q8_0) return false;
