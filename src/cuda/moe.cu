@@ -199,18 +199,18 @@ constexpr bool pair_merges() {
                            Ts == TensorType::Q4_K || Ts == TensorType::Q5_K;
   if constexpr (!tc::supported<T>()) return false;
   // Q6_K experts' downs with a Q4_K-Q6_K shared down (the downs of llama.cpp's Q4_K_M and Q5_K_M
-  // recipes): +8.7 to +9.6 % at 4K. Q6_K and Q8_0 gate/ups were slower (-2.6 and -3.2 %): their
-  // plain kernels alone take 242 and 232 registers.
+  // recipes): +5.7 to +9.6 %. Q6_K and Q8_0 gate/ups were slower (-2.6 and -3.2 %): their plain
+  // kernels alone take 242 and 232 registers.
   if constexpr (T == TensorType::Q6_K)
     return K == MoeKernel::Down && (Ts == TensorType::Q4_K || Ts == TensorType::Q5_K || Ts == T);
   if constexpr (T == TensorType::Q8_0) return false;
   if constexpr (Ts == T) return true;
   // A Q6_K or Q8_0 shared expert: the IQ2_XXS gate/up past 128 registers (one CTA per SM instead
-  // of two); with K-quant experts, slower by 2.3-3.0 % (the kernels within their caps).
+  // of two); with K-quant experts, slower by 3.3 and 4.6 % (the kernels within their caps).
   if constexpr (T == TensorType::IQ2_XXS) return k_quant;
   if constexpr (T == TensorType::IQ3_XXS)
     return k_quant || Ts == TensorType::Q6_K || Ts == TensorType::Q8_0;
-  // K-quant experts with another K-quant (Q3_K with Q5_K: +6.3 %).
+  // K-quant experts with another K-quant (Q3_K with Q5_K: +6.4 %).
   return k_quant && (T == TensorType::Q2_K || T == TensorType::Q3_K || T == TensorType::Q4_K ||
                      T == TensorType::Q5_K);
 }
