@@ -132,7 +132,8 @@ TEST(Synthetic, SharedDownTypeOfItsOwn) {
   EXPECT_EQ(layer.shexp_gate.type, TensorType::Q4_K);
   EXPECT_EQ(layer.shexp_up.type, TensorType::Q4_K);
   EXPECT_EQ(layer.experts.down.type, TensorType::Q6_K);
-  // 512 x 2048 of Q6_K (210 bytes per 256 values) for the shared down, Q4_K (144) for the rest.
+  // Per layer: the shared gate and up in Q4_K (144 bytes per 256 values), the shared down in Q6_K
+  // (210), and the shared expert's float32 gate vector.
   EXPECT_EQ(decode_weight_breakdown(c, w).shared_experts,
             48ull * (2 * 512 * 8 * 144 + 2048 * 2 * 210 + 2048 * 4));
 }
