@@ -130,9 +130,9 @@ struct GateUpArgs {
 };
 void moe_gate_up(const GateUpArgs& args, cudaStream_t stream);
 // Whether moe_gate_up can take the shared expert's gate and up into the launch of a route over
-// gate and up (the tensor-core path, shared matrices of the same shape, and a pair of formats that
-// merges: IQ2_XXS, IQ3_XXS, Q2_K, Q3_K, Q4_K or Q5_K with itself; IQ2_XXS with Q2_K-Q5_K; IQ3_XXS
-// with Q2_K-Q6_K or Q8_0); otherwise they are a launch of their own.
+// gate and up (the tensor-core path, shared matrices of the same shape, and a pair of routed and
+// shared formats on the gate/up's list, pair_merges in moe.cu); otherwise they are a launch of
+// their own.
 bool moe_gate_up_takes_shared(const Matrix& gate, int n_slots, const Matrix& shared_gate,
                               const Matrix& shared_up);
 
@@ -157,8 +157,8 @@ struct DownArgs {
 };
 void moe_down(const DownArgs& args, cudaStream_t stream);
 // Whether moe_down can take the shared expert's down `shared` into the launch of the routed
-// `down` over n_slots slots (the tensor-core path, a pair of formats that merges as for
-// moe_gate_up_takes_shared, and a shared row of at most as many blocks as the launch has warps);
+// `down` over n_slots slots (the tensor-core path, a pair of formats on the down's list, which
+// also takes Q6_K experts, and a shared row of at most as many blocks as the launch has warps);
 // otherwise it is a launch of its own.
 bool moe_down_takes_shared(const Matrix& down, int n_slots, const Matrix& shared);
 
