@@ -161,4 +161,18 @@ TEST_F(Cli, MkmodelThenInfoThenRun) {
   expect_error(run({"mkmodel", "--preset", "huge", "-o", path("x.gguf")}), "huge");
 }
 
+TEST_F(Cli, MkmodelSharedDownType) {
+  const auto model = path("shexp.gguf");
+  auto r = run({"mkmodel", "--preset", "tiny-quant", "--shexp-down", "q6_K", "-o", model});
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = run({"info", model, "--tensors"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto row = r.out.find("blk.0.ffn_down_shexp.weight");
+  ASSERT_NE(row, std::string::npos) << r.out;
+  EXPECT_NE(r.out.substr(row, r.out.find('\n', row) - row).find("q6_K"), std::string::npos)
+      << r.out;
+  expect_error(run({"mkmodel", "--preset", "tiny", "--shexp-down", "q9_K", "-o", path("y.gguf")}),
+               "--shexp-down: unknown tensor type 'q9_K'");
+}
+
 }  // namespace
