@@ -91,7 +91,7 @@ if want selftest; then
   run selftest 420 $BIN selftest
   grep -E "FAIL|selftest:" "$LOGS/selftest.log" | head -20 | tee -a "$SUMMARY"
   # The float decoders of the formats that default to the tensor cores.
-  for t in q4_K q5_K iq2_xxs iq3_xxs q2_K q3_K q6_K q8_0; do
+  for t in q4_K q5_K iq2_xxs iq3_xxs q2_K q3_K q6_K q8_0 iq4_xs; do
     run "selftest-float-$t" 300 env RL_CUDA_TC=0 $BIN selftest --filter "$t"
     grep -E "FAIL|selftest:" "$LOGS/selftest-float-$t.log" | head -10 | sed "s/^/RL_CUDA_TC=0 /" |
       tee -a "$SUMMARY"
@@ -165,6 +165,14 @@ if want synth; then
   run eval-synth-cuda-bf16 300 $BIN eval --backend cuda -m "$SM" --tokens "$WORK/synth.tokens.txt" \
     --logits-out "$WORK/synth.cuda.bf16.f32" --ctx $((N + 8)) --kv-type bf16
   compare "$WORK/synth.cuda.bf16.f32" "$WORK/synth.cpu.f32" --vocab 8192 --label "cuda kv bf16 vs cpu f32 synth"
+  # The same shapes with every projection and expert IQ4_XS (its own tensor-core decoder).
+  SQ=$WORK/synth-iq4xs.gguf
+  run mkmodel-synth-iq4xs 300 $BIN mkmodel --preset 80b-a3b --layers 4 --experts-count 32 \
+    --vocab 8192 --context 8192 --experts iq4_xs --dense iq4_xs -o "$SQ"
+  head -c 4000 "$WORK/synth.tokens.txt" | awk '{NF--; print}' >"$WORK/synth-iq4xs.tokens.txt"
+  eval_pair synth-iq4xs "$SQ" "$WORK/synth-iq4xs.tokens.txt" --ctx 1024
+  compare "$WORK/synth-iq4xs.cuda.f32" "$WORK/synth-iq4xs.cpu.f32" --vocab 8192 \
+    --label "cuda vs cpu synth iq4_xs d2048 4L"
 fi
 
 if want kernel; then

@@ -530,31 +530,39 @@ struct Format<TensorType::IQ3_XXS> {
   }
 };
 
-// ---- IQ4_XS: granule = one group of 32; the body is 8-byte aligned ----------------------------
+// ---- IQ4_XS: granule = one group of 32 -------------------------------------------------------
+// Body and tail regrouped at upload (layout.h, regroup_iq4xs): the tail is d, the scales' high
+// bits (nibble k: sub-blocks p, p + 4 for p = 0, 2, 1, 3) and their low bits (byte k: sub-blocks k,
+// k + 4); quarter l of the body holds values 8l .. 8l + 7 of each sub-block, s in word s.
+namespace iq4xs {
+// Sub-block s's 6-bit scale from the tail's two words.
+RL_HD int scale(uint2 tail, int s) {
+  const int p = s & 3, k = (p & 1) << 1 | p >> 1;  // the nibble of pair p
+  const uint32_t low = (tail.y >> (8 * p + 4 * (s >> 2))) & 15u;
+  const uint32_t high = (tail.x >> (16 + 4 * k + 2 * (s >> 2))) & 3u;
+  return static_cast<int>(low | high << 4);
+}
+}  // namespace iq4xs
+
 template <>
 struct Format<TensorType::IQ4_XS> {
   static constexpr int kBlockValues = 256, kGranules = 8, kGranuleValues = 32;
-  static constexpr int kBodyBytes = 136, kTailBytes = 0;
+  static constexpr int kBodyBytes = 128, kTailBytes = 8;
   template <class Emit>
-  RL_HD static void decode(const uint8_t* body, const uint8_t*, int ib, const IqTables& t,
+  RL_HD static void decode(const uint8_t* body, const uint8_t* tail, int ib, const IqTables& t,
                            Emit&& emit) {
-    const uint2 h = load8(body);  // d, scales_h, scales_l[4]
-    const uint2 qa = load8(body + 8 + 16 * ib), qb = load8(body + 16 + 16 * ib);
-    const float d = f16(h.x);
-    const uint32_t sh = h.x >> 16;
-    const int ls = static_cast<int>(((byte_of(h.y, ib / 2) >> (4 * (ib % 2))) & 0xFu) |
-                                    (((sh >> (2 * ib)) & 3u) << 4));
-    const float dl = mul(d, i2f(ls - 32));
-    const uint32_t q[4] = {qa.x, qa.y, qb.x, qb.y};
+    const uint2 h = load8(tail);
+    const float dl = mul(f16(h.x), i2f(iq4xs::scale(h, ib) - 32));
     const int8_t* kv = t.iq4nl_values;
     RL_UNROLL
-    for (int w = 0; w < 4; ++w) {
-      emit(4 * w, mul(dl, i2f(kv[byte_of(q[w], 0) & 0xFu])),
-           mul(dl, i2f(kv[byte_of(q[w], 1) & 0xFu])), mul(dl, i2f(kv[byte_of(q[w], 2) & 0xFu])),
-           mul(dl, i2f(kv[byte_of(q[w], 3) & 0xFu])));
-      emit(16 + 4 * w, mul(dl, i2f(kv[byte_of(q[w], 0) >> 4])),
-           mul(dl, i2f(kv[byte_of(q[w], 1) >> 4])), mul(dl, i2f(kv[byte_of(q[w], 2) >> 4])),
-           mul(dl, i2f(kv[byte_of(q[w], 3) >> 4])));
+    for (int l = 0; l < 4; ++l) {
+      const uint32_t q = load4(body + 32 * l + 4 * ib);
+      RL_UNROLL
+      for (int j = 0; j < 8; j += 4)
+        emit(8 * l + j, mul(dl, i2f(kv[(q >> (4 * j)) & 0xFu])),
+             mul(dl, i2f(kv[(q >> (4 * j + 4)) & 0xFu])),
+             mul(dl, i2f(kv[(q >> (4 * j + 8)) & 0xFu])),
+             mul(dl, i2f(kv[(q >> (4 * j + 12)) & 0xFu])));
     }
   }
 };

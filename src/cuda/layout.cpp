@@ -33,7 +33,7 @@ std::optional<BlockLayout> block_layout(TensorType type) {
     case TensorType::IQ3_XXS:
       return BlockLayout{type, 256, 98, 0, 2};  // d | qs signs
     case TensorType::IQ4_XS:
-      return BlockLayout{type, 256, 136, 0, 0};  // d sh sl qs
+      return BlockLayout{type, 256, 136, 0, 8};  // d sh sl | qs
     default:
       return std::nullopt;
   }
@@ -76,6 +76,30 @@ void regroup_iq3xxs(const uint8_t* file_qs, uint8_t* body) {
   }
 }
 
+void regroup_iq4xs(const uint8_t* file_block, uint8_t* body, uint8_t* tail) {
+  const uint32_t scales_h = file_block[2] | file_block[3] << 8;
+  const uint8_t* scales_l = file_block + 4;
+  const uint8_t* qs = file_block + 8;
+  auto low = [&](int s) { return (scales_l[s / 2] >> (4 * (s % 2))) & 15u; };
+  auto high = [&](int s) { return (scales_h >> (2 * s)) & 3u; };
+  // Nibble k of the high pairs' field holds pair kPairAt[k] (see layout.h).
+  constexpr int kPairAt[4] = {0, 2, 1, 3};
+  uint32_t pairs = 0;
+  for (int k = 0; k < 4; ++k) pairs |= (high(kPairAt[k]) | high(kPairAt[k] + 4) << 2) << (4 * k);
+  tail[0] = file_block[0], tail[1] = file_block[1];
+  tail[2] = static_cast<uint8_t>(pairs), tail[3] = static_cast<uint8_t>(pairs >> 8);
+  for (int k = 0; k < 4; ++k) tail[4 + k] = static_cast<uint8_t>(low(k) | low(k + 4) << 4);
+  for (int l = 0; l < 4; ++l)
+    for (int s = 0; s < 8; ++s)
+      for (int j = 0; j < 8; j += 2) {
+        // Values 8l + j, 8l + j + 1 of sub-block s: nibble l / 2 of qs bytes 16s + 8(l % 2) + j ..
+        const uint8_t* q = qs + 16 * s + 8 * (l % 2) + j;
+        const int shift = 4 * (l / 2);
+        body[32 * l + 4 * s + j / 2] =
+            static_cast<uint8_t>(((q[0] >> shift) & 15) | ((q[1] >> shift) & 15) << 4);
+      }
+}
+
 TcIqTables tc_iq_tables() {
   namespace qt = quant::tables;
   TcIqTables t{};
@@ -102,6 +126,12 @@ void split_blocks(const BlockLayout& layout, const uint8_t* src, int64_t n_block
       std::memcpy(tail + b * layout.tail_bytes, s, layout.tail_bytes);
       regroup(s + layout.tail_bytes, body + b * layout.body_bytes());
     }
+    return;
+  }
+  if (layout.type == TensorType::IQ4_XS) {
+    for (int64_t b = 0; b < n_blocks; ++b)
+      regroup_iq4xs(src + b * layout.block_bytes, body + b * layout.body_bytes(),
+                    tail + b * layout.tail_bytes);
     return;
   }
   if (layout.tail_bytes == 0) {

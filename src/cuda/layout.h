@@ -5,8 +5,8 @@
 // use 16-byte loads on them. At upload each block is split into its "body" (the bytes without
 // the scale fields) and its "tail" (the scale fields), stored in two arrays with the same block
 // order. Values and byte counts are unchanged; the bodies of most types become 16-byte aligned.
-// Two types' bodies are also reordered, IQ2_XXS's and IQ3_XXS's (regroup_iq2xxs, regroup_iq3xxs),
-// so that each lane of a tensor-core item loads one quarter of it.
+// Three types' bodies are also reordered, IQ2_XXS's, IQ3_XXS's and IQ4_XS's (regroup_iq2xxs,
+// regroup_iq3xxs, regroup_iq4xs), so that each lane of a tensor-core item loads one quarter of it.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -43,6 +43,16 @@ void regroup_iq2xxs(const uint8_t* file_qs, uint8_t* body);
 // its sign fields and scale, as IQ2_XXS's. Quarter l: bytes 16l .. 16l + 15 the two indices of
 // group l of each sub-block (s at 2s, 2s + 1), and bytes 64 + 8l .. 64 + 8l + 7 its sign part.
 void regroup_iq3xxs(const uint8_t* file_qs, uint8_t* body);
+// An IQ4_XS file block (d, scales_h, scales_l[4], qs[128]) as its 128-byte body and 8-byte tail
+// (fmt::Format<IQ4_XS>). In the file, sub-block s's 32 indices are the low (values 0-15) and high
+// (16-31) nibbles of qs bytes 16s .. 16s + 15, and its 6-bit scale is nibble s % 2 of scales_l
+// byte s / 2 with bits 2s, 2s + 1 of scales_h on top. Body: quarter l (bytes 32l .. 32l + 31)
+// holds the indices of values 8l .. 8l + 7 of each sub-block, sub-block s in word s (value 8l + j
+// at nibble j). Tail: d; a 16-bit field of the scales' high bits, nibble k holding those of
+// sub-blocks p and p + 4 (bits 0-1 and 2-3) for p = 0, 2, 1, 3 in turn; then 4 bytes of their low
+// bits, byte k holding sub-block k (low nibble) and k + 4. The tensor-core decoder unpacks a row's
+// eight scales from that with a few masks and shifts (tc_gemv.cuh). Bits are moved, not changed.
+void regroup_iq4xs(const uint8_t* file_block, uint8_t* body, uint8_t* tail);
 
 // The lookup tables of the tensor-core IQ decoders (tc_gemv.cuh), built here once and uploaded
 // with the grids (device_tables). IQ2_XXS's grid holds only the magnitudes 8, 25 and 43, so a

@@ -1,6 +1,6 @@
 // Matrix-vector products on the tensor cores for the formats that carry most decode bytes
-// (the projections and experts of Q2_K to Q6_K, Q8_0, IQ2_XXS and IQ3_XXS files; the Q6_K output
-// head). Internal; .cu only.
+// (the projections and experts of Q2_K to Q6_K, Q8_0, IQ2_XXS, IQ3_XXS and IQ4_XS files; the Q6_K
+// output head). Internal; .cu only.
 //
 // Why. The float decoders (formats.cuh) spend ~15 instructions per weight (Nsight Compute: the
 // Q4_K projections issue 12M warp instructions for 25M weights); with a few warps per scheduler
@@ -11,7 +11,8 @@
 // below); the other formats and shapes keep the float decoders.
 //
 // Exactness. Weights: Q4_K / Q5_K q ≤ 31, IQ2_XXS / IQ3_XXS grid·sign with |.| ≤ 62, Q2_K
-// 0 ≤ q ≤ 3, Q3_K -4 ≤ q ≤ 3, Q6_K 0 ≤ q ≤ 63, Q8_0 its own int8, exact in int8 (Q4_K's high
+// 0 ≤ q ≤ 3, Q3_K -4 ≤ q ≤ 3, Q6_K 0 ≤ q ≤ 63, Q8_0 its own int8, IQ4_XS its table's int8 (|.| ≤
+// 127, times ls - 32 of at most 32 in magnitude: |sum| < 2^27 as below), exact in int8 (Q4_K's high
 // nibbles as 16 q ≤ 240 and Q2_K's fields as 4^j q ≤ 192 in uint8). Input: each 256-value block is
 // scaled by a power of two so that its largest magnitude lies in [2^29, 2^30) and rounded to an
 // integer v: exact for every value of at least 2^-6 of the largest (scaled, its float has no
@@ -43,6 +44,7 @@
 #include "cuda/device_utils.cuh"
 #include "cuda/formats.cuh"
 #include "cuda/gemv_core.cuh"
+#include "quant/iq_tables.h"
 
 namespace rl::cuda::tc {
 
@@ -659,11 +661,83 @@ struct Tc<TensorType::Q8_0> {
   }
 };
 
+// IQ4_XS (ggml): w = d · (ls - 32) · kvalues_iq4nl[q], ls a 6-bit scale per sub-block, q 4 bits.
+// Regrouped at upload (layout.h, regroup_iq4xs): lane t loads quarter t, a word per sub-block
+// holding its values' indices as nibbles, and the row's tail (d and the scales). A table of 16
+// int8 values is two byte permutes over 8 bytes each: one from entries 0-7 and one from 8-15 with
+// the index's low three bits, then a third picks per byte by its fourth bit (selector j + 4 · bit).
+// 11 instructions per lane and row per k-step, no lookups in memory.
+namespace iq4nl {
+constexpr uint32_t entries(int first) {  // kvalues_iq4nl[first .. first + 3] as bytes
+  uint32_t w = 0;
+  for (int j = 0; j < 4; ++j)
+    w |= static_cast<uint32_t>(static_cast<uint8_t>(quant::tables::kvalues_iq4nl[first + j]))
+         << (8 * j);
+  return w;
+}
+}  // namespace iq4nl
+template <>
+struct Tc<TensorType::IQ4_XS> {
+  static constexpr int kSumValues = 0;
+  struct Raw {
+    uint4 q[2][2];  // [row][sub-blocks 0-3 / 4-7]: the lane's index words
+    uint2 tail[2];  // [row]: d, the scales
+  };
+  __device__ static Raw load(const uint8_t* const (&blk)[2], const uint8_t* const (&tail)[2],
+                             int t) {
+    Raw raw;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      raw.q[r][0] = fmt::load16(blk[r] + 32 * t);
+      raw.q[r][1] = fmt::load16(blk[r] + 32 * t + 16);
+      raw.tail[r] = fmt::load8(tail[r]);
+    }
+    return raw;
+  }
+  template <int M>
+  __device__ static void dot(const Raw (&raw)[M], const uint2* xb, float inv_scale, const float*,
+                             int lane, float2 (&out)[M]) {
+    constexpr uint32_t low0 = iq4nl::entries(0), low1 = iq4nl::entries(4);
+    constexpr uint32_t high0 = iq4nl::entries(8), high1 = iq4nl::entries(12);
+    uint32_t sc[M][2][2];  // [m][row][sub-blocks 0-3 / 4-7]: the 6-bit scales as bytes
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const uint2 h = raw[m].tail[r];
+        // The high bits' nibbles k = 0, 2 | 1, 3 to bytes 0, 1 | 2, 3: byte k holds pair k.
+        const uint32_t pairs = ((h.x >> 16) & 0x0F0Fu) | ((h.x >> 4) & 0x0F0F0000u);
+        sc[m][r][0] = (h.y & 0x0F0F0F0Fu) | ((pairs << 4) & 0x30303030u);
+        sc[m][r][1] = ((h.y >> 4) & 0x0F0F0F0Fu) | ((pairs << 2) & 0x30303030u);
+      }
+    }
+    int acc[M][4] = {};
+    k_steps<M, false>(
+        xb, lane,
+        [&](int m, int r, int s, uint32_t(&a)[2]) {
+          const uint4& q = raw[m].q[r][s >> 2];
+          const int k = s & 3;
+          const uint32_t w = k == 0 ? q.x : k == 1 ? q.y : k == 2 ? q.z : q.w;
+          const uint32_t index = w & 0x77777777u;
+          const uint32_t pick = ((w >> 1) & 0x44444444u) | 0x32103210u;
+          a[0] = prmt(prmt(low0, low1, index), prmt(high0, high1, index), pick);
+          a[1] = prmt(prmt(low0, low1, index >> 16), prmt(high0, high1, index >> 16), pick >> 16);
+        },
+        [&](int m, int r, int s) { return byte_at(sc[m][r][s >> 2], s & 3) - 32; }, acc);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const float2 v = row_sums(acc[m], lane & 3);
+      out[m] = make_float2(fmt::f16(raw[m].tail[0].x) * inv_scale * v.x,
+                           fmt::f16(raw[m].tail[1].x) * inv_scale * v.y);
+    }
+  }
+};
+
 template <TensorType T>
 constexpr bool supported() {
   return T == TensorType::Q4_K || T == TensorType::Q5_K || T == TensorType::IQ2_XXS ||
          T == TensorType::IQ3_XXS || T == TensorType::Q2_K || T == TensorType::Q3_K ||
-         T == TensorType::Q6_K || T == TensorType::Q8_0;
+         T == TensorType::Q6_K || T == TensorType::Q8_0 || T == TensorType::IQ4_XS;
 }
 
 // Whether the tensor-core decoder of T reads lookup tables (iq_tables) from shared memory.

@@ -188,6 +188,86 @@ TEST(CudaLayout, Iq3xxsSignMasksGiveSignedWeights) {
       }
 }
 
+// Every bit of an IQ4_XS file block (d, scales_h, scales_l, qs) lands on its own bit of the
+// body or the tail (bits 0-1023 the body, 1024-1087 the tail), where ggml's layout puts its meaning
+// and layout.h says it goes.
+TEST(CudaLayout, Iq4xsRegroupedOneToOne) {
+  for (int bit = 0; bit < 136 * 8; ++bit) {
+    std::vector<uint8_t> file(136, 0), body(128, 0xff), tail(8, 0xff);
+    file[bit / 8] = static_cast<uint8_t>(1u << (bit % 8));
+    regroup_iq4xs(file.data(), body.data(), tail.data());
+    int set = 0, at = -1;
+    for (int i = 0; i < 128 * 8; ++i)
+      if ((body[i / 8] >> (i % 8)) & 1) ++set, at = i;
+    for (int i = 0; i < 8 * 8; ++i)
+      if ((tail[i / 8] >> (i % 8)) & 1) ++set, at = 1024 + i;
+    ASSERT_EQ(set, 1) << "file bit " << bit;
+    int want;
+    if (bit < 16) {  // d
+      want = 1024 + bit;
+    } else if (bit < 32) {  // scales_h: bits 2s, 2s + 1 of sub-block s
+      const int s = (bit - 16) / 2, i = (bit - 16) % 2, p = s % 4;
+      const int nibble = p == 0 ? 0 : p == 1 ? 2 : p == 2 ? 1 : 3;
+      want = 1024 + 16 + 4 * nibble + 2 * (s / 4) + i;
+    } else if (bit < 64) {  // scales_l: nibble s % 2 of byte s / 2
+      const int s = (bit - 32) / 4, i = (bit - 32) % 4;
+      want = 1024 + 32 + 8 * (s % 4) + 4 * (s / 4) + i;
+    } else {  // qs byte 16s + v: values v (low nibble) and v + 16 (high) of sub-block s
+      const int byte = (bit - 64) / 8, s = byte / 16, v = byte % 16 + 16 * ((bit % 8) / 4);
+      want = 8 * (32 * (v / 8) + 4 * s) + 4 * (v % 8) + bit % 4;
+    }
+    EXPECT_EQ(at, want) << "file bit " << bit;
+  }
+}
+
+// The tensor-core IQ4_XS decoder's three byte permutes (tc_gemv.cuh) give kvalues_iq4nl of every
+// index, in both halves of a word and in every combination of four.
+TEST(CudaLayout, Iq4xsPermutesGiveTableValues) {
+  const auto& kv = quant::tables::kvalues_iq4nl;
+  auto entries = [&](int first) {
+    uint32_t w = 0;
+    for (int j = 0; j < 4; ++j)
+      w |= static_cast<uint32_t>(static_cast<uint8_t>(kv[first + j])) << (8 * j);
+    return w;
+  };
+  const uint32_t low0 = entries(0), low1 = entries(4), high0 = entries(8), high1 = entries(12);
+  for (uint32_t four = 0; four < 65536; ++four)
+    for (int half = 0; half < 2; ++half) {
+      const uint32_t w = four << (16 * half) | (half ? 0x9e37u : 0x79b90000u);
+      const uint32_t index = (w & 0x77777777u) >> (16 * half);
+      const uint32_t pick = (((w >> 1) & 0x44444444u) | 0x32103210u) >> (16 * half);
+      const uint32_t a =
+          byte_perm(byte_perm(low0, low1, index), byte_perm(high0, high1, index), pick);
+      for (int j = 0; j < 4; ++j)
+        ASSERT_EQ(static_cast<int8_t>(a >> (8 * j)), kv[(four >> (4 * j)) & 15])
+            << "indices " << four << " half " << half << " value " << j;
+    }
+}
+
+// The tensor-core IQ4_XS decoder's unpacking of a row's eight 6-bit scales from the regrouped
+// tail (tc_gemv.cuh) gives ggml's ls of every sub-block.
+TEST(CudaLayout, Iq4xsScalesFromTail) {
+  uint32_t state = 12345;
+  auto next = [&] { return state = state * 1664525u + 1013904223u; };
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::vector<uint8_t> file(136), body(128), tail(8);
+    for (auto& b : file) b = static_cast<uint8_t>(next() >> 24);
+    regroup_iq4xs(file.data(), body.data(), tail.data());
+    uint32_t x, y;
+    std::memcpy(&x, tail.data(), 4);
+    std::memcpy(&y, tail.data() + 4, 4);
+    const uint32_t pairs = ((x >> 16) & 0x0F0Fu) | ((x >> 4) & 0x0F0F0000u);
+    const uint32_t sc[2] = {(y & 0x0F0F0F0Fu) | ((pairs << 4) & 0x30303030u),
+                            ((y >> 4) & 0x0F0F0F0Fu) | ((pairs << 2) & 0x30303030u)};
+    const uint32_t scales_h = file[2] | file[3] << 8;
+    for (int s = 0; s < 8; ++s) {
+      const int ls = ((file[4 + s / 2] >> (4 * (s % 2))) & 15) | ((scales_h >> (2 * s)) & 3) << 4;
+      ASSERT_EQ(static_cast<int>((sc[s / 4] >> (8 * (s % 4))) & 0xff), ls)
+          << "trial " << trial << " sub-block " << s;
+    }
+  }
+}
+
 TEST(CudaLayout, SplitKeepsEveryByte) {
   // Body + tail sizes add up to the block, and split_blocks moves the scale bytes to the tail
   // (the IQ2_XXS and IQ3_XXS bodies regrouped as tested above).
