@@ -666,7 +666,7 @@ struct Tc<TensorType::Q8_0> {
 // holding its values' indices as nibbles, and the row's tail (d and the scales). A table of 16
 // int8 values is two byte permutes over 8 bytes each: one from entries 0-7 and one from 8-15 with
 // the index's low three bits, then a third picks per byte by its fourth bit (selector j + 4 · bit).
-// 11 instructions per lane and row per k-step, no lookups in memory.
+// Per lane, row and k-step the source has six permutes and five masks or shifts, and no loads.
 namespace iq4nl {
 constexpr uint32_t entries(int first) {  // kvalues_iq4nl[first .. first + 3] as bytes
   uint32_t w = 0;
