@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "gguf/types.h"
+#include "quant/iq_tables.h"
 #ifndef __CUDA_ARCH__
 #include "util/half.h"
 #endif
@@ -535,12 +536,35 @@ struct Format<TensorType::IQ3_XXS> {
 // bits (nibble k: sub-blocks p, p + 4 for p = 0, 2, 1, 3) and their low bits (byte k: sub-blocks k,
 // k + 4); quarter l of the body holds values 8l .. 8l + 7 of each sub-block, s in word s.
 namespace iq4xs {
-// Sub-block s's 6-bit scale from the tail's two words.
+// Sub-block s's 6-bit scale from the tail's two words (the float decoder's: a granule per
+// sub-block).
 RL_HD int scale(uint2 tail, int s) {
   const int p = s & 3, k = (p & 1) << 1 | p >> 1;  // the nibble of pair p
   const uint32_t low = (tail.y >> (8 * p + 4 * (s >> 2))) & 15u;
   const uint32_t high = (tail.x >> (16 + 4 * k + 2 * (s >> 2))) & 3u;
   return static_cast<int>(low | high << 4);
+}
+// All eight at once, a byte each (the tensor-core decoder's): x holds sub-blocks 0-3, y 4-7.
+// Three masks and shifts per word: the high bits' nibbles 0, 2 | 1, 3 land in bytes 0, 1 | 2, 3.
+RL_HD uint2 scale_bytes(uint2 tail) {
+  const uint32_t pairs = ((tail.x >> 16) & 0x0F0Fu) | ((tail.x >> 4) & 0x0F0F0000u);
+  return make_uint2((tail.y & 0x0F0F0F0Fu) | ((pairs << 4) & 0x30303030u),
+                    ((tail.y >> 4) & 0x0F0F0F0Fu) | ((pairs << 2) & 0x30303030u));
+}
+// kvalues_iq4nl[first .. first + 3] as the bytes of a word: the tensor-core decoder's byte
+// permutes take the table from four such words (first = 0, 4, 8, 12).
+constexpr uint32_t table_word(int first) {
+  uint32_t w = 0;
+  for (int j = 0; j < 4; ++j)
+    w |= static_cast<uint32_t>(static_cast<uint8_t>(quant::tables::kvalues_iq4nl[first + j]))
+         << (8 * j);
+  return w;
+}
+// The permute selectors of a word of eight indices (value j at nibble j; values 4-7 in the high
+// half): x the low three bits, for the permutes of entries 0-7 and 8-15; y byte j of the first
+// or, where the index's fourth bit is set, of the second (selector j + 4).
+RL_HD uint2 selectors(uint32_t indices) {
+  return make_uint2(indices & 0x77777777u, ((indices >> 1) & 0x44444444u) | 0x32103210u);
 }
 }  // namespace iq4xs
 

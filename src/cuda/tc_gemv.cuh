@@ -44,7 +44,6 @@
 #include "cuda/device_utils.cuh"
 #include "cuda/formats.cuh"
 #include "cuda/gemv_core.cuh"
-#include "quant/iq_tables.h"
 
 namespace rl::cuda::tc {
 
@@ -665,17 +664,8 @@ struct Tc<TensorType::Q8_0> {
 // Regrouped at upload (layout.h, regroup_iq4xs): lane t loads quarter t, a word per sub-block
 // holding its values' indices as nibbles, and the row's tail (d and the scales). A table of 16
 // int8 values is two byte permutes over 8 bytes each: one from entries 0-7 and one from 8-15 with
-// the index's low three bits, then a third picks per byte by its fourth bit (selector j + 4 · bit).
+// the index's low three bits, then a third picks per byte by its fourth bit (fmt::iq4xs).
 // Per lane, row and k-step the source has six permutes and five masks or shifts, and no loads.
-namespace iq4nl {
-constexpr uint32_t entries(int first) {  // kvalues_iq4nl[first .. first + 3] as bytes
-  uint32_t w = 0;
-  for (int j = 0; j < 4; ++j)
-    w |= static_cast<uint32_t>(static_cast<uint8_t>(quant::tables::kvalues_iq4nl[first + j]))
-         << (8 * j);
-  return w;
-}
-}  // namespace iq4nl
 template <>
 struct Tc<TensorType::IQ4_XS> {
   static constexpr int kSumValues = 0;
@@ -697,19 +687,13 @@ struct Tc<TensorType::IQ4_XS> {
   template <int M>
   __device__ static void dot(const Raw (&raw)[M], const uint2* xb, float inv_scale, const float*,
                              int lane, float2 (&out)[M]) {
-    constexpr uint32_t low0 = iq4nl::entries(0), low1 = iq4nl::entries(4);
-    constexpr uint32_t high0 = iq4nl::entries(8), high1 = iq4nl::entries(12);
-    uint32_t sc[M][2][2];  // [m][row][sub-blocks 0-3 / 4-7]: the 6-bit scales as bytes
+    constexpr uint32_t low0 = fmt::iq4xs::table_word(0), low1 = fmt::iq4xs::table_word(4);
+    constexpr uint32_t high0 = fmt::iq4xs::table_word(8), high1 = fmt::iq4xs::table_word(12);
+    uint2 sc[M][2];  // [m][row]: the 6-bit scales as bytes, x sub-blocks 0-3, y 4-7
 #pragma unroll
     for (int m = 0; m < M; ++m) {
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const uint2 h = raw[m].tail[r];
-        // The high bits' nibbles k = 0, 2 | 1, 3 to bytes 0, 1 | 2, 3: byte k holds pair k.
-        const uint32_t pairs = ((h.x >> 16) & 0x0F0Fu) | ((h.x >> 4) & 0x0F0F0000u);
-        sc[m][r][0] = (h.y & 0x0F0F0F0Fu) | ((pairs << 4) & 0x30303030u);
-        sc[m][r][1] = ((h.y >> 4) & 0x0F0F0F0Fu) | ((pairs << 2) & 0x30303030u);
-      }
+      for (int r = 0; r < 2; ++r) sc[m][r] = fmt::iq4xs::scale_bytes(raw[m].tail[r]);
     }
     int acc[M][4] = {};
     k_steps<M, false>(
@@ -718,12 +702,12 @@ struct Tc<TensorType::IQ4_XS> {
           const uint4& q = raw[m].q[r][s >> 2];
           const int k = s & 3;
           const uint32_t w = k == 0 ? q.x : k == 1 ? q.y : k == 2 ? q.z : q.w;
-          const uint32_t index = w & 0x77777777u;
-          const uint32_t pick = ((w >> 1) & 0x44444444u) | 0x32103210u;
-          a[0] = prmt(prmt(low0, low1, index), prmt(high0, high1, index), pick);
-          a[1] = prmt(prmt(low0, low1, index >> 16), prmt(high0, high1, index >> 16), pick >> 16);
+          const uint2 sel = fmt::iq4xs::selectors(w);  // x: index, y: pick
+          a[0] = prmt(prmt(low0, low1, sel.x), prmt(high0, high1, sel.x), sel.y);
+          a[1] = prmt(prmt(low0, low1, sel.x >> 16), prmt(high0, high1, sel.x >> 16), sel.y >> 16);
         },
-        [&](int m, int r, int s) { return byte_at(sc[m][r][s >> 2], s & 3) - 32; }, acc);
+        [&](int m, int r, int s) { return byte_at(s < 4 ? sc[m][r].x : sc[m][r].y, s & 3) - 32; },
+        acc);
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       const float2 v = row_sums(acc[m], lane & 3);

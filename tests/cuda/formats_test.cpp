@@ -220,32 +220,26 @@ TEST(CudaLayout, Iq4xsRegroupedOneToOne) {
   }
 }
 
-// The tensor-core IQ4_XS decoder's three byte permutes (tc_gemv.cuh) give kvalues_iq4nl of every
-// index, in both halves of a word and in every combination of four.
+// The tensor-core IQ4_XS decoder's three byte permutes (tc_gemv.cuh) of its table words and
+// selectors (fmt::iq4xs) give kvalues_iq4nl of every index, in both halves of a word and in
+// every combination of four.
 TEST(CudaLayout, Iq4xsPermutesGiveTableValues) {
   const auto& kv = quant::tables::kvalues_iq4nl;
-  auto entries = [&](int first) {
-    uint32_t w = 0;
-    for (int j = 0; j < 4; ++j)
-      w |= static_cast<uint32_t>(static_cast<uint8_t>(kv[first + j])) << (8 * j);
-    return w;
-  };
-  const uint32_t low0 = entries(0), low1 = entries(4), high0 = entries(8), high1 = entries(12);
+  using fmt::iq4xs::table_word;
   for (uint32_t four = 0; four < 65536; ++four)
     for (int half = 0; half < 2; ++half) {
-      const uint32_t w = four << (16 * half) | (half ? 0x9e37u : 0x79b90000u);
-      const uint32_t index = (w & 0x77777777u) >> (16 * half);
-      const uint32_t pick = (((w >> 1) & 0x44444444u) | 0x32103210u) >> (16 * half);
-      const uint32_t a =
-          byte_perm(byte_perm(low0, low1, index), byte_perm(high0, high1, index), pick);
+      const uint2 sel = fmt::iq4xs::selectors(four << (16 * half) | (half ? 0x9e37u : 0x79b90000u));
+      const uint32_t index = sel.x >> (16 * half), pick = sel.y >> (16 * half);
+      const uint32_t a = byte_perm(byte_perm(table_word(0), table_word(4), index),
+                                   byte_perm(table_word(8), table_word(12), index), pick);
       for (int j = 0; j < 4; ++j)
         ASSERT_EQ(static_cast<int8_t>(a >> (8 * j)), kv[(four >> (4 * j)) & 15])
             << "indices " << four << " half " << half << " value " << j;
     }
 }
 
-// The tensor-core IQ4_XS decoder's unpacking of a row's eight 6-bit scales from the regrouped
-// tail (tc_gemv.cuh) gives ggml's ls of every sub-block.
+// Both unpackings of the 6-bit scales from the regrouped tail (fmt::iq4xs: scale_bytes, the
+// tensor-core decoder's, and scale, the float decoder's) give ggml's ls of every sub-block.
 TEST(CudaLayout, Iq4xsScalesFromTail) {
   uint32_t state = 12345;
   auto next = [&] { return state = state * 1664525u + 1013904223u; };
@@ -253,17 +247,16 @@ TEST(CudaLayout, Iq4xsScalesFromTail) {
     std::vector<uint8_t> file(136), body(128), tail(8);
     for (auto& b : file) b = static_cast<uint8_t>(next() >> 24);
     regroup_iq4xs(file.data(), body.data(), tail.data());
-    uint32_t x, y;
-    std::memcpy(&x, tail.data(), 4);
-    std::memcpy(&y, tail.data() + 4, 4);
-    const uint32_t pairs = ((x >> 16) & 0x0F0Fu) | ((x >> 4) & 0x0F0F0000u);
-    const uint32_t sc[2] = {(y & 0x0F0F0F0Fu) | ((pairs << 4) & 0x30303030u),
-                            ((y >> 4) & 0x0F0F0F0Fu) | ((pairs << 2) & 0x30303030u)};
+    uint2 words;
+    std::memcpy(&words, tail.data(), 8);
+    const uint2 both = fmt::iq4xs::scale_bytes(words);
+    const uint32_t sc[2] = {both.x, both.y};
     const uint32_t scales_h = file[2] | file[3] << 8;
     for (int s = 0; s < 8; ++s) {
       const int ls = ((file[4 + s / 2] >> (4 * (s % 2))) & 15) | ((scales_h >> (2 * s)) & 3) << 4;
       ASSERT_EQ(static_cast<int>((sc[s / 4] >> (8 * (s % 4))) & 0xff), ls)
           << "trial " << trial << " sub-block " << s;
+      ASSERT_EQ(fmt::iq4xs::scale(words, s), ls) << "trial " << trial << " sub-block " << s;
     }
   }
 }
