@@ -121,7 +121,7 @@ __device__ __forceinline__ float softplusf(float x) {
 // synchronises before use.
 template <gguf::TensorType T>
 __device__ fmt::IqTables stage_tables(const DeviceTables& g) {
-  fmt::IqTables t{nullptr, nullptr, nullptr};
+  fmt::IqTables t{nullptr, nullptr, nullptr, nullptr};
   if constexpr (T == gguf::TensorType::IQ2_XXS) {
     __shared__ uint64_t grid[256];
     for (int i = threadIdx.x; i < 256; i += blockDim.x) grid[i] = g.iq2xxs_grid[i];
@@ -130,7 +130,11 @@ __device__ fmt::IqTables stage_tables(const DeviceTables& g) {
     __shared__ uint32_t grid[256];
     for (int i = threadIdx.x; i < 256; i += blockDim.x) grid[i] = g.iq3xxs_grid[i];
     t.iq3xxs_grid = grid;
-  } else if constexpr (T == gguf::TensorType::IQ4_XS) {
+  } else if constexpr (T == gguf::TensorType::IQ2_XS) {
+    __shared__ uint64_t grid[512];
+    for (int i = threadIdx.x; i < 512; i += blockDim.x) grid[i] = g.iq2xs_grid[i];
+    t.iq2xs_grid = grid;
+  } else if constexpr (T == gguf::TensorType::IQ4_XS || T == gguf::TensorType::IQ4_NL) {
     __shared__ int8_t values[16];
     for (int i = threadIdx.x; i < 16; i += blockDim.x) values[i] = g.iq4nl_values[i];
     t.iq4nl_values = values;

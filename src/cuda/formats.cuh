@@ -38,6 +38,7 @@ struct IqTables {
   const uint64_t* iq2xxs_grid;  // [256], byte j = magnitude of weight j
   const uint32_t* iq3xxs_grid;  // [256]
   const int8_t* iq4nl_values;   // [16]
+  const uint64_t* iq2xs_grid;   // [512], as iq2xxs_grid
 };
 
 RL_HD float mul(float a, float b) {
@@ -204,6 +205,57 @@ struct Format<TensorType::Q8_0> {
     for (int i = 0; i < 8; ++i) {
       emit(4 * i, mul(i2f(sbyte_of(w[i], 0)), d), mul(i2f(sbyte_of(w[i], 1)), d),
            mul(i2f(sbyte_of(w[i], 2)), d), mul(i2f(sbyte_of(w[i], 3)), d));
+    }
+  }
+};
+
+// ---- Q4_0: y = d * (q - 8); the body regrouped (layout.h, regroup_q4_0): byte 4t + k holds
+// values 8t + k (low nibble) and 8t + 4 + k (high) ------------------------------------------------
+template <>
+struct Format<TensorType::Q4_0> {
+  static constexpr int kBlockValues = 32, kGranules = 1, kGranuleValues = 32;
+  static constexpr int kBodyBytes = 16, kTailBytes = 2;
+  template <class Emit>
+  RL_HD static void decode(const uint8_t* body, const uint8_t* tail, int, const IqTables&,
+                           Emit&& emit) {
+    const float d = f16(load2(tail));
+    const uint4 a = load16(body);
+    const uint32_t w[4] = {a.x, a.y, a.z, a.w};
+    RL_UNROLL
+    for (int t = 0; t < 4; ++t) {
+      float lo[4], hi[4];
+      RL_UNROLL
+      for (int k = 0; k < 4; ++k) {
+        lo[k] = mul(i2f(static_cast<int>(byte_of(w[t], k) & 0xFu) - 8), d);
+        hi[k] = mul(i2f(static_cast<int>(byte_of(w[t], k) >> 4) - 8), d);
+      }
+      emit(8 * t, lo[0], lo[1], lo[2], lo[3]);
+      emit(8 * t + 4, hi[0], hi[1], hi[2], hi[3]);
+    }
+  }
+};
+
+// ---- IQ4_NL: y = d * kvalues_iq4nl[q]; the body regrouped (layout.h, regroup_iq4nl): value v at
+// nibble v, so word l holds values 8l .. 8l + 7 --------------------------------------------------
+template <>
+struct Format<TensorType::IQ4_NL> {
+  static constexpr int kBlockValues = 32, kGranules = 1, kGranuleValues = 32;
+  static constexpr int kBodyBytes = 16, kTailBytes = 2;
+  template <class Emit>
+  RL_HD static void decode(const uint8_t* body, const uint8_t* tail, int, const IqTables& t,
+                           Emit&& emit) {
+    const float d = f16(load2(tail));
+    const uint4 a = load16(body);
+    const uint32_t w[4] = {a.x, a.y, a.z, a.w};
+    const int8_t* kv = t.iq4nl_values;
+    RL_UNROLL
+    for (int l = 0; l < 4; ++l) {
+      RL_UNROLL
+      for (int j = 0; j < 8; j += 4)
+        emit(8 * l + j, mul(d, i2f(kv[(w[l] >> (4 * j)) & 0xFu])),
+             mul(d, i2f(kv[(w[l] >> (4 * j + 4)) & 0xFu])),
+             mul(d, i2f(kv[(w[l] >> (4 * j + 8)) & 0xFu])),
+             mul(d, i2f(kv[(w[l] >> (4 * j + 12)) & 0xFu])));
     }
   }
 };
@@ -494,6 +546,52 @@ struct Format<TensorType::IQ2_XXS> {
   }
 };
 
+// ---- IQ2_XS: granule = two groups of 32 ---------------------------------------------------------
+// The body is regrouped at upload (layout.h, regroup_iq2xs): quarter l (16 bytes at 16l) holds the
+// 16-bit field of group l of sub-blocks 0-7 (s at bytes 2s, 2s + 1: a 9-bit grid index and a 7-bit
+// sign field), and bytes 64-71 are the sub-blocks' scales (low nibble: values 0-15, high: 16-31).
+namespace iq2xs {
+// Sub-block s's field in a word of two of them (sub-blocks 2k, 2k + 1 for the word at 4k).
+RL_HD uint32_t field(uint32_t pair, int s) {
+  return (pair >> (16 * (s & 1))) & 0xffffu;
+}
+RL_HD uint32_t grid_index(uint32_t field) {
+  return field & 511u;
+}
+RL_HD uint32_t sign_bits(uint32_t field) {
+  return field >> 9;
+}
+}  // namespace iq2xs
+
+template <>
+struct Format<TensorType::IQ2_XS> {
+  static constexpr int kBlockValues = 256, kGranules = 4, kGranuleValues = 64;
+  static constexpr int kBodyBytes = 72, kTailBytes = 2;
+  template <class Emit>
+  RL_HD static void decode(const uint8_t* body, const uint8_t* tail, int g, const IqTables& t,
+                           Emit&& emit) {
+    uint32_t pair[4];  // [group l]: its fields of sub-blocks 2g, 2g + 1
+    RL_UNROLL
+    for (int l = 0; l < 4; ++l) pair[l] = load4(body + 16 * l + 4 * g);
+    const uint32_t scales = load2(body + 64 + 2 * g);
+    const float d = f16(load2(tail));
+    RL_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      const int s = 2 * g + h;
+      const uint32_t ls = byte_of(scales, h);
+      const float db[2] = {mul(mul(d, add(0.5f, i2f(static_cast<int>(ls & 15u)))), 0.25f),
+                           mul(mul(d, add(0.5f, i2f(static_cast<int>(ls >> 4)))), 0.25f)};
+      RL_UNROLL
+      for (int l = 0; l < 4; ++l) {
+        const uint32_t f = iq2xs::field(pair[l], s);
+        const uint64_t grid = t.iq2xs_grid[iq2xs::grid_index(f)];
+        iq_quarter::emit_group(emit, 32 * h + 8 * l, db[l / 2], static_cast<uint32_t>(grid),
+                               static_cast<uint32_t>(grid >> 32), ksigns(iq2xs::sign_bits(f)));
+      }
+    }
+  }
+};
+
 // ---- IQ3_XXS ------------------------------------------------------------------------------------
 // Quarter l: 16 bytes at 16l, bytes 2s and 2s + 1 the two grid indices (4 values each) of group l
 // of sub-block s, and the sign part (8 bytes) at 64 + 8l.
@@ -608,6 +706,12 @@ bool dispatch(TensorType t, F&& f) {
     case TensorType::Q8_0:
       f.template operator()<TensorType::Q8_0>();
       return true;
+    case TensorType::Q4_0:
+      f.template operator()<TensorType::Q4_0>();
+      return true;
+    case TensorType::IQ4_NL:
+      f.template operator()<TensorType::IQ4_NL>();
+      return true;
     case TensorType::Q2_K:
       f.template operator()<TensorType::Q2_K>();
       return true;
@@ -625,6 +729,9 @@ bool dispatch(TensorType t, F&& f) {
       return true;
     case TensorType::IQ2_XXS:
       f.template operator()<TensorType::IQ2_XXS>();
+      return true;
+    case TensorType::IQ2_XS:
+      f.template operator()<TensorType::IQ2_XS>();
       return true;
     case TensorType::IQ3_XXS:
       f.template operator()<TensorType::IQ3_XXS>();

@@ -19,7 +19,9 @@ struct DeviceTables {
   const uint64_t* iq2xxs_grid = nullptr;
   const uint32_t* iq3xxs_grid = nullptr;
   const int8_t* iq4nl_values = nullptr;
+  const uint64_t* iq2xs_grid = nullptr;
   const uint32_t* iq2xxs_codes = nullptr;  // the tensor-core decoders' (layout.h, TcIqTables)
+  const uint32_t* iq2xs_codes = nullptr;
   const uint32_t* iq2xxs_sign_nibbles = nullptr;
   const uint2* sign_bytes = nullptr;
 };

@@ -18,6 +18,10 @@ std::optional<BlockLayout> block_layout(TensorType type) {
       return BlockLayout{type, 8, 16, 0, 0};
     case TensorType::Q8_0:
       return BlockLayout{type, 32, 34, 0, 2};  // d | qs[32]
+    case TensorType::Q4_0:
+      return BlockLayout{type, 32, 18, 0, 2};  // d | qs[16]
+    case TensorType::IQ4_NL:
+      return BlockLayout{type, 32, 18, 0, 2};  // d | qs[16]
     case TensorType::Q2_K:
       return BlockLayout{type, 256, 84, 80, 4};  // scales qs | d dmin
     case TensorType::Q3_K:
@@ -30,6 +34,8 @@ std::optional<BlockLayout> block_layout(TensorType type) {
       return BlockLayout{type, 256, 210, 208, 2};  // ql qh scales | d
     case TensorType::IQ2_XXS:
       return BlockLayout{type, 256, 66, 0, 2};  // d | qs
+    case TensorType::IQ2_XS:
+      return BlockLayout{type, 256, 74, 0, 2};  // d | qs scales
     case TensorType::IQ3_XXS:
       return BlockLayout{type, 256, 98, 0, 2};  // d | qs signs
     case TensorType::IQ4_XS:
@@ -100,14 +106,49 @@ void regroup_iq4xs(const uint8_t* file_block, uint8_t* body, uint8_t* tail) {
       }
 }
 
+namespace {
+// Value v's 4 bits in a Q4_0 / IQ4_NL block: the low nibble of qs byte v (v < 16), else the high
+// nibble of byte v - 16.
+int nibble_of_value(const uint8_t* qs, int v) {
+  return v < 16 ? qs[v] & 15 : qs[v - 16] >> 4;
+}
+}  // namespace
+
+void regroup_q4_0(const uint8_t* file_qs, uint8_t* body) {
+  for (int t = 0; t < 4; ++t)
+    for (int k = 0; k < 4; ++k)
+      body[4 * t + k] = static_cast<uint8_t>(nibble_of_value(file_qs, 8 * t + k) |
+                                             nibble_of_value(file_qs, 8 * t + 4 + k) << 4);
+}
+
+void regroup_iq4nl(const uint8_t* file_qs, uint8_t* body) {
+  for (int b = 0; b < 16; ++b)  // byte b: values 2b (low nibble) and 2b + 1
+    body[b] = static_cast<uint8_t>(nibble_of_value(file_qs, 2 * b) |
+                                   nibble_of_value(file_qs, 2 * b + 1) << 4);
+}
+
+void regroup_iq2xs(const uint8_t* file_qs, uint8_t* body) {
+  for (int l = 0; l < 4; ++l)
+    for (int s = 0; s < 8; ++s) {
+      body[16 * l + 2 * s] = file_qs[8 * s + 2 * l];
+      body[16 * l + 2 * s + 1] = file_qs[8 * s + 2 * l + 1];
+    }
+  std::memcpy(body + 64, file_qs + 64, 8);  // the scales
+}
+
 TcIqTables tc_iq_tables() {
   namespace qt = quant::tables;
   TcIqTables t{};
-  for (size_t i = 0; i < t.iq2xxs_codes.size(); ++i)
+  auto code = [](uint64_t grid) {
+    uint32_t c = 0;
     for (int j = 0; j < 8; ++j) {
-      const uint64_t m = (qt::iq2xxs_grid[i] >> (8 * j)) & 0xff;
-      t.iq2xxs_codes[i] |= (m == 8 ? 0u : m == 25 ? 1u : 2u) << (4 * j);
+      const uint64_t m = (grid >> (8 * j)) & 0xff;
+      c |= (m == 8 ? 0u : m == 25 ? 1u : 2u) << (4 * j);
     }
+    return c;
+  };
+  for (size_t i = 0; i < t.iq2xxs_codes.size(); ++i) t.iq2xxs_codes[i] = code(qt::iq2xxs_grid[i]);
+  for (size_t i = 0; i < t.iq2xs_codes.size(); ++i) t.iq2xs_codes[i] = code(qt::iq2xs_grid[i]);
   for (size_t i = 0; i < t.sign_bytes.size(); ++i)
     for (int j = 0; j < 8; ++j)
       if ((qt::ksigns_iq2xs[i] >> j) & 1) {
@@ -119,8 +160,27 @@ TcIqTables tc_iq_tables() {
 
 void split_blocks(const BlockLayout& layout, const uint8_t* src, int64_t n_blocks, uint8_t* body,
                   uint8_t* tail) {
-  if (layout.type == TensorType::IQ2_XXS || layout.type == TensorType::IQ3_XXS) {  // d | qs
-    const auto regroup = layout.type == TensorType::IQ2_XXS ? regroup_iq2xxs : regroup_iq3xxs;
+  void (*regroup)(const uint8_t*, uint8_t*) = nullptr;  // of the bytes after d
+  switch (layout.type) {
+    case TensorType::IQ2_XXS:
+      regroup = regroup_iq2xxs;
+      break;
+    case TensorType::IQ2_XS:
+      regroup = regroup_iq2xs;
+      break;
+    case TensorType::IQ3_XXS:
+      regroup = regroup_iq3xxs;
+      break;
+    case TensorType::IQ4_NL:
+      regroup = regroup_iq4nl;
+      break;
+    case TensorType::Q4_0:
+      regroup = regroup_q4_0;
+      break;
+    default:
+      break;
+  }
+  if (regroup) {  // d | the rest
     for (int64_t b = 0; b < n_blocks; ++b) {
       const uint8_t* s = src + b * layout.block_bytes;  // the tail (d) leads the block
       std::memcpy(tail + b * layout.tail_bytes, s, layout.tail_bytes);

@@ -5,8 +5,9 @@
 // use 16-byte loads on them. At upload each block is split into its "body" (the bytes without
 // the scale fields) and its "tail" (the scale fields), stored in two arrays with the same block
 // order. Values and byte counts are unchanged; the bodies of most types become 16-byte aligned.
-// Three types' bodies are also reordered, IQ2_XXS's, IQ3_XXS's and IQ4_XS's (regroup_iq2xxs,
-// regroup_iq3xxs, regroup_iq4xs), so that each lane of a tensor-core item loads one quarter of it.
+// Six types' bodies are also reordered, Q4_0's, IQ2_XXS's, IQ2_XS's, IQ3_XXS's, IQ4_XS's and
+// IQ4_NL's (regroup_*), so that each lane of a tensor-core item loads its own part with few wide
+// loads.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -53,14 +54,31 @@ void regroup_iq3xxs(const uint8_t* file_qs, uint8_t* body);
 // bits, byte k holding sub-block k (low nibble) and k + 4. The tensor-core decoder unpacks a row's
 // eight scales from that with a few masks and shifts (tc_gemv.cuh). Bits are moved, not changed.
 void regroup_iq4xs(const uint8_t* file_block, uint8_t* body, uint8_t* tail);
+// Q4_0's 16 bytes of nibbles (after d). In the file, value v is the low nibble of byte v (v < 16)
+// or the high nibble of byte v - 16. Body: byte 4t + k holds value 8t + k (low nibble) and 8t + 4 +
+// k (high), so that word t is the eight values a tensor-core lane t takes, values 8t .. 8t + 3 in
+// the low nibbles (fmt::Format<Q4_0>).
+void regroup_q4_0(const uint8_t* file_qs, uint8_t* body);
+// IQ4_NL's 16 index bytes (after d). In the file, value v's index is the low nibble of byte v
+// (v < 16) or the high nibble of byte v - 16. Body: value v at nibble v (byte v / 2, low nibble
+// for even v), so word l holds values 8l .. 8l + 7 as IQ4_XS's body words do (fmt::Format<IQ4_NL>).
+void regroup_iq4nl(const uint8_t* file_qs, uint8_t* body);
+// IQ2_XS's 72 bytes after d (qs, scales). In the file, the u16 qs[4s + l] (bytes 8s + 2l, + 1) is
+// group l (values 8l .. 8l + 7) of sub-block s: a 9-bit grid index and a 7-bit sign field. Body:
+// quarter l (bytes 16l .. 16l + 15) holds group l of sub-blocks 0-7 (s at bytes 2s, 2s + 1), as
+// IQ3_XXS's quarters hold their indices; the 8 scale bytes follow unchanged (fmt::iq2xs).
+void regroup_iq2xs(const uint8_t* file_qs, uint8_t* body);
 
 // The lookup tables of the tensor-core IQ decoders (tc_gemv.cuh), built here once and uploaded
 // with the grids (device_tables). IQ2_XXS's grid holds only the magnitudes 8, 25 and 43, so a
 // byte permute from {8, 25, 43, 0} and their negatives yields its signed weights: the selector of
 // weight j is nibble j of codes[grid index] | sign_nibbles[sign field]. IQ3_XXS's weights are
 // (g ^ m) + (m & 1) per byte, with m = 0xFF where negative: byte j of sign_bytes[sign field].
+// IQ2_XS's grid holds the same three magnitudes and its sign fields are IQ2_XXS's: its codes
+// table, with the same sign nibbles.
 struct TcIqTables {
   std::array<uint32_t, 256> iq2xxs_codes;         // nibble j: 0, 1, 2 for 8, 25, 43
+  std::array<uint32_t, 512> iq2xs_codes;          // likewise for IQ2_XS's grid
   std::array<uint32_t, 128> iq2xxs_sign_nibbles;  // nibble j: 4 where weight j is negative
   std::array<uint64_t, 128> sign_bytes;           // byte j: 0xFF where weight j is negative
 };

@@ -109,7 +109,9 @@ const DeviceTables& device_tables() {
       {qt::iq2xxs_grid.data(), sizeof(qt::iq2xxs_grid)},
       {qt::iq3xxs_grid.data(), sizeof(qt::iq3xxs_grid)},
       {qt::kvalues_iq4nl.data(), sizeof(qt::kvalues_iq4nl)},
+      {qt::iq2xs_grid.data(), sizeof(qt::iq2xs_grid)},
       {tc.iq2xxs_codes.data(), sizeof(tc.iq2xxs_codes)},
+      {tc.iq2xs_codes.data(), sizeof(tc.iq2xs_codes)},
       {tc.iq2xxs_sign_nibbles.data(), sizeof(tc.iq2xxs_sign_nibbles)},
       {tc.sign_bytes.data(), sizeof(tc.sign_bytes)}};
   size_t at[std::size(tables)], total = 0;
@@ -127,9 +129,11 @@ const DeviceTables& device_tables() {
   t.iq2xxs_grid = reinterpret_cast<const uint64_t*>(base + at[0]);
   t.iq3xxs_grid = reinterpret_cast<const uint32_t*>(base + at[1]);
   t.iq4nl_values = reinterpret_cast<const int8_t*>(base + at[2]);
-  t.iq2xxs_codes = reinterpret_cast<const uint32_t*>(base + at[3]);
-  t.iq2xxs_sign_nibbles = reinterpret_cast<const uint32_t*>(base + at[4]);
-  t.sign_bytes = reinterpret_cast<const uint2*>(base + at[5]);
+  t.iq2xs_grid = reinterpret_cast<const uint64_t*>(base + at[3]);
+  t.iq2xxs_codes = reinterpret_cast<const uint32_t*>(base + at[4]);
+  t.iq2xs_codes = reinterpret_cast<const uint32_t*>(base + at[5]);
+  t.iq2xxs_sign_nibbles = reinterpret_cast<const uint32_t*>(base + at[6]);
+  t.sign_bytes = reinterpret_cast<const uint2*>(base + at[7]);
   return per_device.emplace(dev, std::make_pair(std::move(buf), t)).first->second.second;
 }
 

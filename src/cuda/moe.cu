@@ -189,7 +189,7 @@ constexpr auto kNoShared = TensorType::F32;
 // The pairs of routed and shared formats that merge, per kernel: those whose merged kernels keep
 // the plain routed kernels' occupancy (ptxas: the gate/up as many CTAs per SM, the down its
 // 96-register cap) and were measured faster on 12-layer models at 4K (CUDA_DECODE.md, thirtieth
-// and thirty-first passes). A shared format other than the routed one must need no lookup tables
+// to thirty-third passes). A shared format other than the routed one must need no lookup tables
 // (the launch stages the routed format's). A layer merges only if both of its kernels do
 // (moe_block).
 enum class MoeKernel { GateUp, Down };
@@ -203,7 +203,12 @@ constexpr bool pair_merges() {
   // kernels alone take 242 and 232 registers.
   if constexpr (T == TensorType::Q6_K)
     return K == MoeKernel::Down && (Ts == TensorType::Q4_K || Ts == TensorType::Q5_K || Ts == T);
-  if constexpr (T == TensorType::Q8_0) return false;
+  // Q8_0 experts were slower merged with a Q8_0 shared expert (thirtieth and thirty-first passes),
+  // Q4_0 and IQ4_NL ones with their own format too (-3.5 and -1.7 %, thirty-third pass): items of
+  // eight 32-value blocks alike.
+  if constexpr (T == TensorType::Q8_0 || T == TensorType::Q4_0 || T == TensorType::IQ4_NL)
+    return false;
+  // Experts merging their own format: IQ2_XS +9.0 % (thirty-third pass).
   if constexpr (Ts == T) return true;
   // A Q6_K or Q8_0 shared expert: the IQ2_XXS gate/up past 128 registers (one CTA per SM instead
   // of two); with K-quant experts, slower by 3.3 and 4.6 % (the kernels within their caps).

@@ -14,9 +14,10 @@ namespace {
 using gguf::TensorType;
 
 const TensorType kTypes[] = {TensorType::F32,     TensorType::F16,     TensorType::BF16,
-                             TensorType::Q8_0,    TensorType::Q2_K,    TensorType::Q3_K,
-                             TensorType::Q4_K,    TensorType::Q5_K,    TensorType::Q6_K,
-                             TensorType::IQ2_XXS, TensorType::IQ3_XXS, TensorType::IQ4_XS};
+                             TensorType::Q8_0,    TensorType::Q4_0,    TensorType::Q2_K,
+                             TensorType::Q3_K,    TensorType::Q4_K,    TensorType::Q5_K,
+                             TensorType::Q6_K,    TensorType::IQ2_XXS, TensorType::IQ2_XS,
+                             TensorType::IQ3_XXS, TensorType::IQ4_XS,  TensorType::IQ4_NL};
 
 std::string type_str(TensorType t) {
   return std::string(gguf::type_name(t));

@@ -381,11 +381,17 @@ void test_moe(Reporter& r, uint64_t seed) {
   experts_case(r, TensorType::Q3_K, {4, 1, 6, 3, 0}, false, 8, 2048, 512, seed + 34, true);
   experts_case(r, TensorType::Q8_0, {3, 0, 5, 1}, false, 8, 2048, 512, seed + 35, true);
   experts_case(r, TensorType::IQ4_XS, {6, 1, 0, 4, 2}, false, 8, 2048, 512, seed + 36, true);
+  experts_case(r, TensorType::Q4_0, {2, 5, 0, 7}, false, 8, 2048, 512, seed + 37, true);
+  experts_case(r, TensorType::IQ4_NL, {1, 6, 3, 0, 4}, false, 8, 2048, 512, seed + 38, true);
+  experts_case(r, TensorType::IQ2_XS, ids10, false, 32, 2048, 512, seed + 39, true);
+  // The 32-value formats on the float decoders (rows of one block, as in mkmodel's tiny models).
+  experts_case(r, TensorType::IQ4_NL, {5, 11, 0, 2}, false, 16, 32, 32, seed + 41, true);
+  experts_case(r, TensorType::Q4_0, {15, 4, 9, 0}, false, 16, 32, 64, seed + 42);
   // The shared expert in the experts' launches: the 80B's formats and shapes, a shared row of
   // one block, shared rows of as many blocks as the down has warps (k = 4: 8 warps), and every
   // pair of formats that merges, per kernel: IQ2_XXS, IQ3_XXS and IQ4_XS with their own format
   // and the K-quants (IQ3_XXS also with Q6_K and Q8_0); Q2_K-Q5_K with Q2_K-Q5_K; in the down,
-  // Q6_K with Q4_K-Q6_K.
+  // Q6_K with Q4_K-Q6_K; IQ2_XS with IQ2_XS.
   if (tensor_core_gemv_enabled()) {
     using T = TensorType;
     shared_gate_up_case(r, T::IQ2_XXS, T::Q4_K, ids10, 32, 2048, 512, seed + 74);
@@ -407,7 +413,8 @@ void test_moe(Reporter& r, uint64_t seed) {
         {T::Q4_K, k_quants, false},
         {T::Q5_K, k_quants, false},
         {T::Q6_K, {T::Q4_K, T::Q5_K, T::Q6_K}, true},
-        {T::IQ4_XS, {T::IQ4_XS, T::Q2_K, T::Q3_K, T::Q4_K, T::Q5_K}, false}};
+        {T::IQ4_XS, {T::IQ4_XS, T::Q2_K, T::Q3_K, T::Q4_K, T::Q5_K}, false},
+        {T::IQ2_XS, {T::IQ2_XS}, false}};
     const std::vector<int32_t> ids12 = {11, 3, 0, 7, 9, 1, 5, 10, 2, 8};
     uint64_t pair_seed = seed + 200;
     for (const Pairs& p : pairs)

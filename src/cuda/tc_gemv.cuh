@@ -1,6 +1,6 @@
 // Matrix-vector products on the tensor cores for the formats that carry most decode bytes
-// (the projections and experts of Q2_K to Q6_K, Q8_0, IQ2_XXS, IQ3_XXS and IQ4_XS files; the Q6_K
-// output head). Internal; .cu only.
+// (the projections and experts of Q2_K to Q6_K, Q8_0, Q4_0, IQ2_XXS, IQ2_XS, IQ3_XXS, IQ4_XS and
+// IQ4_NL files; the Q6_K output head). Internal; .cu only.
 //
 // Why. The float decoders (formats.cuh) spend ~15 instructions per weight (Nsight Compute: the
 // Q4_K projections issue 12M warp instructions for 25M weights); with a few warps per scheduler
@@ -10,10 +10,11 @@
 // three), and one mma does 512 multiply-adds. Only where the shape fills the GPU (usable()
 // below); the other formats and shapes keep the float decoders.
 //
-// Exactness. Weights: Q4_K / Q5_K q ≤ 31, IQ2_XXS / IQ3_XXS grid·sign with |.| ≤ 62, Q2_K
-// 0 ≤ q ≤ 3, Q3_K -4 ≤ q ≤ 3, Q6_K 0 ≤ q ≤ 63, Q8_0 its own int8, IQ4_XS its table's int8 (|.| ≤
-// 127, times ls - 32 of at most 32 in magnitude: |sum| < 2^27 as below), exact in int8 (Q4_K's high
-// nibbles as 16 q ≤ 240 and Q2_K's fields as 4^j q ≤ 192 in uint8). Input: each 256-value block is
+// Exactness. Weights: Q4_K / Q5_K q ≤ 31, IQ2_XXS / IQ2_XS / IQ3_XXS grid·sign with |.| ≤ 62,
+// Q2_K 0 ≤ q ≤ 3, Q3_K -4 ≤ q ≤ 3, Q6_K 0 ≤ q ≤ 63, Q8_0 its own int8, Q4_0 as 16 (q - 8) in
+// [-128, 112], IQ4_XS and IQ4_NL their table's int8 (|.| ≤ 127; IQ4_XS's times ls - 32 of at most
+// 32 in magnitude: |sum| < 2^27 as below), exact in int8 (Q4_K's high nibbles as 16 q ≤ 240 and
+// Q2_K's fields as 4^j q ≤ 192 in uint8). Input: each 256-value block is
 // scaled by a power of two so that its largest magnitude lies in [2^29, 2^30) and rounded to an
 // integer v: exact for every value of at least 2^-6 of the largest (scaled, its float has no
 // fraction bits), off by at most 2^-30 of the largest for the smaller ones. v is written as four
@@ -22,7 +23,8 @@
 // exact (|sum| < 2^27 over a block: 8 steps × 32 × 128 × 31 · 63, the largest weight times its
 // scale; Q6_K < 2^28: 8 × 16 × 128 × 63 · 128 per half; Q4_K's, kept 16 times larger, < 2^29:
 // TcK; Q2_K's, kept 64 times larger, < 2^26).
-// The sums are rounded once, to float, per block (Q8_0, whose scales are floats: once per step).
+// The sums are rounded once, to float, per block (Q8_0, Q4_0 and IQ4_NL, whose scales are
+// floats: once per step).
 // The block's float factors (d, dmin, the IQ formats' d/8 or d/4, the input's power of two) are
 // applied once per block; the self-test checks every GEMV against float64.
 //
@@ -81,6 +83,7 @@ __device__ __forceinline__ void mma(int (&d)[4], uint32_t a0, uint32_t a1, uint3
 // offset.
 namespace iq_tables {
 static __shared__ __align__(1024) uint32_t iq2xxs_codes[256];
+static __shared__ __align__(16) uint32_t iq2xs_codes[512];  // entry_at: see there
 static __shared__ __align__(512) uint32_t iq2xxs_sign_nibbles[128];
 static __shared__ __align__(1024) uint32_t iq3xxs_grid[256];
 static __shared__ __align__(1024) uint2 sign_bytes[128];
@@ -90,6 +93,14 @@ static __shared__ __align__(1024) uint2 sign_bytes[128];
 __device__ __forceinline__ uint32_t entry(uint32_t table, uint32_t i) {
   uint32_t v;
   asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(table | i << 2));
+  return v;
+}
+// Entry i of a table at any 4-byte aligned shared address `table` (an add instead of the or), for
+// IQ2_XS's 2 KiB codes table: declared aligned to 2048 and read through or-formed addresses, its
+// GEMVs failed the self-test on the H200 (thirty-third pass), so that alignment is not relied on.
+__device__ __forceinline__ uint32_t entry_at(uint32_t table, uint32_t i) {
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(table + (i << 2)));
   return v;
 }
 __device__ __forceinline__ uint2 entry2(uint32_t table, uint32_t i) {
@@ -346,6 +357,72 @@ struct Tc<TensorType::IQ2_XXS> {
           a[1] = prmt(magnitudes, negated, select >> 16);
         },
         [&](int m, int r) { return fmt::f16(raw[m].d[r]); }, out);
+  }
+};
+
+// IQ2_XS: regrouped at upload (layout.h, regroup_iq2xs) so that quarter t holds the 16-bit field
+// of group t of every sub-block: lane t loads it (two 8-byte loads per row: the body is 72 bytes)
+// and the row's 8 scale bytes. The grid's magnitudes are IQ2_XXS's, and so is the decoding: a
+// byte permute per four weights with a selector from the codes table or'ed with the sign
+// nibbles. The scales are per 16 values (kHalves): lanes t = 0, 1 take the low nibbles, 2, 3 the
+// high ones.
+template <>
+struct Tc<TensorType::IQ2_XS> {
+  static constexpr int kSumValues = 0;
+  struct Raw {
+    uint2 q[2][2];  // [row][sub-blocks 0-3 / 4-7]: quarter t's fields
+    uint2 sc[2];    // [row]: the scale bytes
+    uint32_t d[2];
+  };
+  __device__ static Raw load(const uint8_t* const (&blk)[2], const uint8_t* const (&tail)[2],
+                             int t) {
+    Raw raw;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      raw.q[r][0] = fmt::load8(blk[r] + 16 * t);
+      raw.q[r][1] = fmt::load8(blk[r] + 16 * t + 8);
+      raw.sc[r] = fmt::load8(blk[r] + 64);
+      raw.d[r] = fmt::load2(tail[r]);
+    }
+    return raw;
+  }
+  template <int M>
+  __device__ static void dot(const Raw (&raw)[M], const uint2* xb, float inv_scale, const float*,
+                             int lane, float2 (&out)[M]) {
+    const int t = lane & 3;
+    const uint32_t magnitudes = 0x002B1908u, negated = 0x00D5E7F8u;  // 8 25 43 0, and -8 -25 -43 0
+    const uint32_t codes = smem_u32(iq_tables::iq2xs_codes);
+    const uint32_t sign_nibbles = smem_u32(iq_tables::iq2xxs_sign_nibbles);
+    // ggml: d · (0.5 + ls) / 4 · grid · sign = d / 8 · (2 ls + 1) · grid · sign, ls the nibble of
+    // the lane's half of the sub-block. sc: byte k = 2 ls + 1 of sub-block k (x) and 4 + k (y).
+    uint2 sc[M][2];
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int shift = t & 2 ? 4 : 0;
+        sc[m][r].x = (((raw[m].sc[r].x >> shift) & 0x0F0F0F0Fu) << 1) | 0x01010101u;
+        sc[m][r].y = (((raw[m].sc[r].y >> shift) & 0x0F0F0F0Fu) << 1) | 0x01010101u;
+      }
+    }
+    int acc[M][4] = {};
+    k_steps<M, true>(
+        xb, lane,
+        [&](int m, int r, int s, uint32_t(&a)[2]) {
+          const uint2 q = raw[m].q[r][s >> 2];
+          const uint32_t f = fmt::iq2xs::field(s & 2 ? q.y : q.x, s);
+          const uint32_t select = entry_at(codes, fmt::iq2xs::grid_index(f)) |
+                                  entry(sign_nibbles, fmt::iq2xs::sign_bits(f));
+          a[0] = prmt(magnitudes, negated, select);
+          a[1] = prmt(magnitudes, negated, select >> 16);
+        },
+        [&](int m, int r, int s) { return byte_at(s < 4 ? sc[m][r].x : sc[m][r].y, s & 3); }, acc);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const float2 v = row_sums<true>(acc[m], t);
+      out[m] = make_float2(fmt::f16(raw[m].d[0]) * 0.125f * inv_scale * v.x,
+                           fmt::f16(raw[m].d[1]) * 0.125f * inv_scale * v.y);
+    }
   }
 };
 
@@ -616,9 +693,16 @@ struct Tc<TensorType::Q6_K> {
   }
 };
 
-// Q8_0: eight 32-value blocks per kb, so k-step s is block s and lane t loads its bytes 8t .. 8t
-// + 7 (the weights as they are, int8). Each block's scale is an f16, not an integer: a step's
-// int32 sums (|sum| <= 32 · 127 · 128 < 2^24, exact as floats) are scaled into float sums.
+// The 32-value formats (Q8_0, Q4_0, IQ4_NL): eight file blocks per kb, so k-step s is block s.
+// Each block's scale is an f16, not an integer: a step's int32 sums (|sum| <= 32 · 128 · 128 <
+// 2^24, exact as floats) are scaled into float sums. block_scale: block s's scale from the kb's
+// eight (its 16 tail bytes).
+__device__ __forceinline__ float block_scale(const uint4& d, int s) {
+  const uint32_t w = s < 2 ? d.x : s < 4 ? d.y : s < 6 ? d.z : d.w;
+  return fmt::f16(w >> (16 * (s & 1)));
+}
+
+// Q8_0: lane t loads bytes 8t .. 8t + 7 of each block (the weights as they are, int8).
 template <>
 struct Tc<TensorType::Q8_0> {
   static constexpr int kSumValues = 0;
@@ -640,10 +724,6 @@ struct Tc<TensorType::Q8_0> {
   template <int M>
   __device__ static void dot(const Raw (&raw)[M], const uint2* xb, float inv_scale, const float*,
                              int lane, float2 (&out)[M]) {
-    auto scale = [](const uint4& d, int s) {
-      const uint32_t w = s < 2 ? d.x : s < 4 ? d.y : s < 6 ? d.z : d.w;
-      return fmt::f16(w >> (16 * (s & 1)));
-    };
     float acc[M][4] = {};
     k_steps<M, false>(
         xb, lane,
@@ -651,7 +731,99 @@ struct Tc<TensorType::Q8_0> {
           a[0] = raw[m].q[r][s].x;
           a[1] = raw[m].q[r][s].y;
         },
-        [&](int m, int r, int s) { return scale(raw[m].d[r], s); }, acc);
+        [&](int m, int r, int s) { return block_scale(raw[m].d[r], s); }, acc);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const float2 v = row_sums(acc[m], lane & 3);
+      out[m] = make_float2(inv_scale * v.x, inv_scale * v.y);
+    }
+  }
+};
+
+// Q4_0 (ggml): w = d · (q - 8). Regrouped at upload (layout.h, regroup_q4_0) so that word t of a
+// block holds lane t's values, 8t .. 8t + 3 in the low nibbles and 8t + 4 .. 8t + 7 in the high
+// ones. Each enters as the signed byte 16 (q - 8): the nibble in the byte's high half, its top bit
+// flipped (a shift and two logic ops per eight weights); the 1/16 is applied to the row sums (a
+// power of two, exact).
+template <>
+struct Tc<TensorType::Q4_0> {
+  static constexpr int kSumValues = 0;
+  struct Raw {
+    uint32_t q[2][kSteps];  // [row][block s]: word t
+    uint4 d[2];             // [row]: the 8 blocks' scales (f16)
+  };
+  __device__ static Raw load(const uint8_t* const (&blk)[2], const uint8_t* const (&tail)[2],
+                             int t) {
+    Raw raw;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+#pragma unroll
+      for (int s = 0; s < kSteps; ++s) raw.q[r][s] = fmt::load4(blk[r] + 16 * s + 4 * t);
+      raw.d[r] = fmt::load16(tail[r]);
+    }
+    return raw;
+  }
+  template <int M>
+  __device__ static void dot(const Raw (&raw)[M], const uint2* xb, float inv_scale, const float*,
+                             int lane, float2 (&out)[M]) {
+    float acc[M][4] = {};
+    k_steps<M, false>(
+        xb, lane,
+        [&](int m, int r, int s, uint32_t(&a)[2]) {
+          const uint32_t w = raw[m].q[r][s];
+          a[0] = ((w << 4) & 0xF0F0F0F0u) ^ 0x80808080u;
+          a[1] = (w & 0xF0F0F0F0u) ^ 0x80808080u;
+        },
+        [&](int m, int r, int s) { return block_scale(raw[m].d[r], s); }, acc);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const float2 v = row_sums(acc[m], lane & 3, 0.0625f);
+      out[m] = make_float2(inv_scale * v.x, inv_scale * v.y);
+    }
+  }
+};
+
+// The int8 weights of IQ4_XS and IQ4_NL (kvalues_iq4nl[q]) at values 0-3 (a[0]) and 4-7 (a[1]) of
+// a word of eight indices, value j at nibble j. The table of 16 int8 values is two byte permutes
+// over 8 bytes each: one from entries 0-7 and one from 8-15 with the index's low three bits, then
+// a third picks per byte by its fourth bit (fmt::iq4xs): six permutes and five masks or shifts
+// per eight weights in the source, and no loads.
+__device__ __forceinline__ void iq4_weights(uint32_t indices, uint32_t (&a)[2]) {
+  constexpr uint32_t low0 = fmt::iq4xs::table_word(0), low1 = fmt::iq4xs::table_word(4);
+  constexpr uint32_t high0 = fmt::iq4xs::table_word(8), high1 = fmt::iq4xs::table_word(12);
+  const uint2 sel = fmt::iq4xs::selectors(indices);  // x: index, y: pick
+  a[0] = prmt(prmt(low0, low1, sel.x), prmt(high0, high1, sel.x), sel.y);
+  a[1] = prmt(prmt(low0, low1, sel.x >> 16), prmt(high0, high1, sel.x >> 16), sel.y >> 16);
+}
+
+// IQ4_NL (ggml): w = d · kvalues_iq4nl[q]. Regrouped at upload (layout.h, regroup_iq4nl) so that
+// word t of a block holds the indices of its values 8t .. 8t + 7: lane t loads that word of each
+// block.
+template <>
+struct Tc<TensorType::IQ4_NL> {
+  static constexpr int kSumValues = 0;
+  struct Raw {
+    uint32_t q[2][kSteps];  // [row][block s]: word t
+    uint4 d[2];             // [row]: the 8 blocks' scales (f16)
+  };
+  __device__ static Raw load(const uint8_t* const (&blk)[2], const uint8_t* const (&tail)[2],
+                             int t) {
+    Raw raw;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+#pragma unroll
+      for (int s = 0; s < kSteps; ++s) raw.q[r][s] = fmt::load4(blk[r] + 16 * s + 4 * t);
+      raw.d[r] = fmt::load16(tail[r]);
+    }
+    return raw;
+  }
+  template <int M>
+  __device__ static void dot(const Raw (&raw)[M], const uint2* xb, float inv_scale, const float*,
+                             int lane, float2 (&out)[M]) {
+    float acc[M][4] = {};
+    k_steps<M, false>(
+        xb, lane, [&](int m, int r, int s, uint32_t(&a)[2]) { iq4_weights(raw[m].q[r][s], a); },
+        [&](int m, int r, int s) { return block_scale(raw[m].d[r], s); }, acc);
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       const float2 v = row_sums(acc[m], lane & 3);
@@ -662,10 +834,7 @@ struct Tc<TensorType::Q8_0> {
 
 // IQ4_XS (ggml): w = d · (ls - 32) · kvalues_iq4nl[q], ls a 6-bit scale per sub-block, q 4 bits.
 // Regrouped at upload (layout.h, regroup_iq4xs): lane t loads quarter t, a word per sub-block
-// holding its values' indices as nibbles, and the row's tail (d and the scales). A table of 16
-// int8 values is two byte permutes over 8 bytes each: one from entries 0-7 and one from 8-15 with
-// the index's low three bits, then a third picks per byte by its fourth bit (fmt::iq4xs).
-// Per lane, row and k-step the source has six permutes and five masks or shifts, and no loads.
+// holding its values' indices as nibbles (iq4_weights), and the row's tail (d and the scales).
 template <>
 struct Tc<TensorType::IQ4_XS> {
   static constexpr int kSumValues = 0;
@@ -687,8 +856,6 @@ struct Tc<TensorType::IQ4_XS> {
   template <int M>
   __device__ static void dot(const Raw (&raw)[M], const uint2* xb, float inv_scale, const float*,
                              int lane, float2 (&out)[M]) {
-    constexpr uint32_t low0 = fmt::iq4xs::table_word(0), low1 = fmt::iq4xs::table_word(4);
-    constexpr uint32_t high0 = fmt::iq4xs::table_word(8), high1 = fmt::iq4xs::table_word(12);
     uint2 sc[M][2];  // [m][row]: the 6-bit scales as bytes, x sub-blocks 0-3, y 4-7
 #pragma unroll
     for (int m = 0; m < M; ++m) {
@@ -701,10 +868,7 @@ struct Tc<TensorType::IQ4_XS> {
         [&](int m, int r, int s, uint32_t(&a)[2]) {
           const uint4& q = raw[m].q[r][s >> 2];
           const int k = s & 3;
-          const uint32_t w = k == 0 ? q.x : k == 1 ? q.y : k == 2 ? q.z : q.w;
-          const uint2 sel = fmt::iq4xs::selectors(w);  // x: index, y: pick
-          a[0] = prmt(prmt(low0, low1, sel.x), prmt(high0, high1, sel.x), sel.y);
-          a[1] = prmt(prmt(low0, low1, sel.x >> 16), prmt(high0, high1, sel.x >> 16), sel.y >> 16);
+          iq4_weights(k == 0 ? q.x : k == 1 ? q.y : k == 2 ? q.z : q.w, a);
         },
         [&](int m, int r, int s) { return byte_at(s < 4 ? sc[m][r].x : sc[m][r].y, s & 3) - 32; },
         acc);
@@ -721,13 +885,14 @@ template <TensorType T>
 constexpr bool supported() {
   return T == TensorType::Q4_K || T == TensorType::Q5_K || T == TensorType::IQ2_XXS ||
          T == TensorType::IQ3_XXS || T == TensorType::Q2_K || T == TensorType::Q3_K ||
-         T == TensorType::Q6_K || T == TensorType::Q8_0 || T == TensorType::IQ4_XS;
+         T == TensorType::Q6_K || T == TensorType::Q8_0 || T == TensorType::IQ4_XS ||
+         T == TensorType::Q4_0 || T == TensorType::IQ4_NL || T == TensorType::IQ2_XS;
 }
 
 // Whether the tensor-core decoder of T reads lookup tables (iq_tables) from shared memory.
 template <TensorType T>
 constexpr bool reads_tables() {
-  return T == TensorType::IQ2_XXS || T == TensorType::IQ3_XXS;
+  return T == TensorType::IQ2_XXS || T == TensorType::IQ2_XS || T == TensorType::IQ3_XXS;
 }
 // Copies the lookup tables the tensor-core decoder of T reads (iq_tables) into shared memory; the
 // caller synchronises before use.
@@ -736,6 +901,12 @@ __device__ void stage_tables(const DeviceTables& g) {
   if constexpr (T == TensorType::IQ2_XXS) {
     for (int i = threadIdx.x; i < 256; i += blockDim.x)
       iq_tables::iq2xxs_codes[i] = g.iq2xxs_codes[i];
+    for (int i = threadIdx.x; i < 128; i += blockDim.x)
+      iq_tables::iq2xxs_sign_nibbles[i] = g.iq2xxs_sign_nibbles[i];
+  }
+  if constexpr (T == TensorType::IQ2_XS) {
+    for (int i = threadIdx.x; i < 512; i += blockDim.x)
+      iq_tables::iq2xs_codes[i] = g.iq2xs_codes[i];
     for (int i = threadIdx.x; i < 128; i += blockDim.x)
       iq_tables::iq2xxs_sign_nibbles[i] = g.iq2xxs_sign_nibbles[i];
   }

@@ -37,7 +37,7 @@ TEST_P(CudaDecoder, BitExactWithGgml) {
   split_blocks(layout, q->data, n_blocks, reinterpret_cast<uint8_t*>(body.data()),
                reinterpret_cast<uint8_t*>(tail.data()));
   const fmt::IqTables tables{quant::tables::iq2xxs_grid.data(), quant::tables::iq3xxs_grid.data(),
-                             quant::tables::kvalues_iq4nl.data()};
+                             quant::tables::kvalues_iq4nl.data(), quant::tables::iq2xs_grid.data()};
   std::vector<float> got(q->n_elements(), -1.0f);
   const bool ok = fmt::dispatch(q->type, [&]<TensorType T>() {
     fmt::decode_blocks<T>(reinterpret_cast<const uint8_t*>(body.data()),
@@ -55,8 +55,9 @@ TEST_P(CudaDecoder, BitExactWithGgml) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, CudaDecoder,
-                         ::testing::Values("f32", "f16", "bf16", "q8_0", "q2_K", "q3_K", "q4_K",
-                                           "q5_K", "q6_K", "iq2_xxs", "iq3_xxs", "iq4_xs"));
+                         ::testing::Values("f32", "f16", "bf16", "q8_0", "q4_0", "q2_K", "q3_K",
+                                           "q4_K", "q5_K", "q6_K", "iq2_xxs", "iq2_xs", "iq3_xxs",
+                                           "iq4_xs", "iq4_nl"));
 
 // Regroups `bytes` quantised bytes with only bit `bit` set: the number of bits set in the body
 // (every byte of which starts at 0xFF, so each must be written) and, in *at, the last of them.
@@ -101,6 +102,53 @@ TEST(CudaLayout, Iq2xxsGridHasThreeMagnitudes) {
       const int m = static_cast<int>((quant::tables::iq2xxs_grid[i] >> (8 * j)) & 0xff);
       ASSERT_TRUE(m == 8 || m == 25 || m == 43) << "entry " << i << " byte " << j << ": " << m;
     }
+}
+
+// IQ2_XS's 72 bytes after d: 32 16-bit fields (group l of sub-block s at bytes 8s + 2l, + 1), then
+// 8 scale bytes, which stay where they are.
+TEST(CudaLayout, Iq2xsRegroupedOneToOne) {
+  for (int bit = 0; bit < 72 * 8; ++bit) {
+    int at = -1;
+    ASSERT_EQ(regrouped_bits(regroup_iq2xs, 72, bit, &at), 1) << "file bit " << bit;
+    const int byte = bit / 8;
+    int want = bit;
+    if (byte < 64) {
+      const int s = byte / 8, l = (byte % 8) / 2;
+      want = 8 * (16 * l + 2 * s + byte % 2) + bit % 8;  // quarter l, field s
+    }
+    EXPECT_EQ(at, want) << "file bit " << bit;
+  }
+}
+
+TEST(CudaLayout, Iq2xsGridHasThreeMagnitudes) {
+  for (size_t i = 0; i < quant::tables::iq2xs_grid.size(); ++i)
+    for (int j = 0; j < 8; ++j) {
+      const int m = static_cast<int>((quant::tables::iq2xs_grid[i] >> (8 * j)) & 0xff);
+      ASSERT_TRUE(m == 8 || m == 25 || m == 43) << "entry " << i << " byte " << j << ": " << m;
+    }
+}
+
+// IQ4_NL's 16 index bytes: value v's index, the low nibble of byte v or the high nibble of byte
+// v - 16, lands on nibble v of the body.
+TEST(CudaLayout, Iq4nlRegroupedOneToOne) {
+  for (int bit = 0; bit < 16 * 8; ++bit) {
+    int at = -1;
+    ASSERT_EQ(regrouped_bits(regroup_iq4nl, 16, bit, &at), 1) << "file bit " << bit;
+    const int v = bit / 8 + (bit % 8 < 4 ? 0 : 16);
+    EXPECT_EQ(at, 4 * v + bit % 4) << "file bit " << bit;
+  }
+}
+
+// Q4_0's 16 bytes: value v (the low nibble of byte v or the high nibble of byte v - 16) lands in
+// word t = v / 8, byte v % 4, low nibble for v % 8 < 4.
+TEST(CudaLayout, Q4_0RegroupedOneToOne) {
+  for (int bit = 0; bit < 16 * 8; ++bit) {
+    int at = -1;
+    ASSERT_EQ(regrouped_bits(regroup_q4_0, 16, bit, &at), 1) << "file bit " << bit;
+    const int v = bit / 8 + (bit % 8 < 4 ? 0 : 16);
+    const int want = 8 * (4 * (v / 8) + v % 4) + 4 * ((v % 8) / 4) + bit % 4;
+    EXPECT_EQ(at, want) << "file bit " << bit;
+  }
 }
 
 // Likewise IQ3_XXS's 96 quantised bytes: 64 grid indices (8 per sub-block, two per group), then
@@ -166,6 +214,22 @@ TEST(CudaLayout, Iq2xxsPermuteTablesGiveSignedWeights) {
       for (int j = 0; j < 8; ++j)
         ASSERT_EQ(static_cast<int8_t>(w[j / 4] >> (8 * (j % 4))),
                   signed_weight(quant::tables::iq2xxs_grid[i], k, j))
+            << "entry " << i << " signs " << k << " weight " << j;
+    }
+}
+
+// IQ2_XS's codes table with the same sign nibbles, likewise, over its 512 grid entries.
+TEST(CudaLayout, Iq2xsPermuteTablesGiveSignedWeights) {
+  const TcIqTables t = tc_iq_tables();
+  const uint32_t magnitudes = 0x002B1908u, negated = 0x00D5E7F8u;
+  for (int i = 0; i < 512; ++i)
+    for (int k = 0; k < 128; ++k) {
+      const uint32_t select = t.iq2xs_codes[i] | t.iq2xxs_sign_nibbles[k];
+      const uint32_t w[2] = {byte_perm(magnitudes, negated, select),
+                             byte_perm(magnitudes, negated, select >> 16)};
+      for (int j = 0; j < 8; ++j)
+        ASSERT_EQ(static_cast<int8_t>(w[j / 4] >> (8 * (j % 4))),
+                  signed_weight(quant::tables::iq2xs_grid[i], k, j))
             << "entry " << i << " signs " << k << " weight " << j;
     }
 }
@@ -263,9 +327,26 @@ TEST(CudaLayout, Iq4xsScalesFromTail) {
 
 TEST(CudaLayout, SplitKeepsEveryByte) {
   // Body + tail sizes add up to the block, and split_blocks moves the scale bytes to the tail
-  // (the IQ2_XXS and IQ3_XXS bodies regrouped as tested above).
-  for (auto t : {TensorType::Q8_0, TensorType::Q2_K, TensorType::Q3_K, TensorType::Q6_K,
-                 TensorType::IQ2_XXS, TensorType::IQ3_XXS}) {
+  // (the IQ bodies regrouped as tested above).
+  auto regroup_of = [](TensorType t) -> void (*)(const uint8_t*, uint8_t*) {
+    switch (t) {
+      case TensorType::IQ2_XXS:
+        return regroup_iq2xxs;
+      case TensorType::IQ2_XS:
+        return regroup_iq2xs;
+      case TensorType::IQ3_XXS:
+        return regroup_iq3xxs;
+      case TensorType::IQ4_NL:
+        return regroup_iq4nl;
+      case TensorType::Q4_0:
+        return regroup_q4_0;
+      default:
+        return nullptr;
+    }
+  };
+  for (auto t :
+       {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q2_K, TensorType::Q3_K, TensorType::Q6_K,
+        TensorType::IQ2_XXS, TensorType::IQ2_XS, TensorType::IQ3_XXS, TensorType::IQ4_NL}) {
     const BlockLayout l = *block_layout(t);
     std::vector<uint8_t> src(2 * l.block_bytes), body(2 * l.body_bytes()), tail(2 * l.tail_bytes);
     for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 7 + 1);
@@ -276,14 +357,14 @@ TEST(CudaLayout, SplitKeepsEveryByte) {
       std::vector<uint8_t> rest(src.begin() + b * l.block_bytes,
                                 src.begin() + (b + 1) * l.block_bytes);
       rest.erase(rest.begin() + l.tail_offset, rest.begin() + l.tail_offset + l.tail_bytes);
-      if (t == TensorType::IQ2_XXS || t == TensorType::IQ3_XXS) {
+      if (auto regroup = regroup_of(t)) {
         const std::vector<uint8_t> file = rest;
-        (t == TensorType::IQ2_XXS ? regroup_iq2xxs : regroup_iq3xxs)(file.data(), rest.data());
+        regroup(file.data(), rest.data());
       }
       EXPECT_EQ(0, std::memcmp(body.data() + b * l.body_bytes(), rest.data(), rest.size()));
     }
   }
-  EXPECT_FALSE(block_layout(TensorType::Q4_0).has_value());
+  EXPECT_FALSE(block_layout(TensorType::Q4_1).has_value());
 }
 
 }  // namespace
