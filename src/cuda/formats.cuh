@@ -491,6 +491,11 @@ RL_HD uint32_t sign_bits(uint32_t lo, uint32_t hi, int s) {
 RL_HD uint32_t scale_pair(uint32_t hi) {
   return hi >> 24;
 }
+// ggml's factor of a 4-bit IQ scale ls: d · (0.5 + ls) · f (f = 1/4 for IQ2_XXS and IQ2_XS, 1/2
+// for IQ3_XXS), in its order of operations.
+RL_HD float scale_factor(float d, uint32_t ls, float f) {
+  return mul(mul(d, add(0.5f, i2f(static_cast<int>(ls)))), f);
+}
 // Values j .. j + 7 of a granule: the magnitudes in the bytes of g0 (values 0-3) and g1 (4-7)
 // times db, negated where bit i of signs is set.
 template <class Emit>
@@ -534,7 +539,7 @@ struct Format<TensorType::IQ2_XXS> {
     for (int h = 0; h < 2; ++h) {
       const int s = 2 * g + h;
       const uint32_t ls = (iq2xxs::scale_pair(quarter[g]) >> (4 * h)) & 15u;
-      const float db = mul(mul(d, add(0.5f, i2f(ls))), 0.25f);
+      const float db = iq_quarter::scale_factor(d, ls, 0.25f);
       RL_UNROLL
       for (int l = 0; l < 4; ++l) {
         const uint64_t grid = t.iq2xxs_grid[iq2xxs::grid_index(quarter[l], s)];
@@ -579,8 +584,8 @@ struct Format<TensorType::IQ2_XS> {
     for (int h = 0; h < 2; ++h) {
       const int s = 2 * g + h;
       const uint32_t ls = byte_of(scales, h);
-      const float db[2] = {mul(mul(d, add(0.5f, i2f(static_cast<int>(ls & 15u)))), 0.25f),
-                           mul(mul(d, add(0.5f, i2f(static_cast<int>(ls >> 4)))), 0.25f)};
+      const float db[2] = {iq_quarter::scale_factor(d, ls & 15u, 0.25f),
+                           iq_quarter::scale_factor(d, ls >> 4, 0.25f)};
       RL_UNROLL
       for (int l = 0; l < 4; ++l) {
         const uint32_t f = iq2xs::field(pair[l], s);
@@ -617,7 +622,7 @@ struct Format<TensorType::IQ3_XXS> {
     for (int h = 0; h < 2; ++h) {
       const int s = 2 * g + h;
       const uint32_t ls = (iq_quarter::scale_pair(sign[g].y) >> (4 * h)) & 15u;
-      const float db = mul(mul(d, add(0.5f, i2f(ls))), 0.5f);
+      const float db = iq_quarter::scale_factor(d, ls, 0.5f);
       RL_UNROLL
       for (int l = 0; l < 4; ++l) {
         const uint32_t signs = ksigns(iq_quarter::sign_bits(sign[l].x, sign[l].y, s));

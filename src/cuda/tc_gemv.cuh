@@ -740,13 +740,24 @@ struct Tc<TensorType::Q8_0> {
   }
 };
 
-// Q4_0 (ggml): w = d · (q - 8). Regrouped at upload (layout.h, regroup_q4_0) so that word t of a
-// block holds lane t's values, 8t .. 8t + 3 in the low nibbles and 8t + 4 .. 8t + 7 in the high
-// ones. Each enters as the signed byte 16 (q - 8): the nibble in the byte's high half, its top bit
-// flipped (a shift and two logic ops per eight weights); the 1/16 is applied to the row sums (a
-// power of two, exact).
-template <>
-struct Tc<TensorType::Q4_0> {
+// The int8 weights of IQ4_XS and IQ4_NL (kvalues_iq4nl[q]) at values 0-3 (a[0]) and 4-7 (a[1]) of
+// a word of eight indices, value j at nibble j. The table of 16 int8 values is two byte permutes
+// over 8 bytes each: one from entries 0-7 and one from 8-15 with the index's low three bits, then
+// a third picks per byte by its fourth bit (fmt::iq4xs): six permutes and five masks or shifts
+// per eight weights in the source, and no loads.
+__device__ __forceinline__ void iq4_weights(uint32_t indices, uint32_t (&a)[2]) {
+  constexpr uint32_t low0 = fmt::iq4xs::table_word(0), low1 = fmt::iq4xs::table_word(4);
+  constexpr uint32_t high0 = fmt::iq4xs::table_word(8), high1 = fmt::iq4xs::table_word(12);
+  const uint2 sel = fmt::iq4xs::selectors(indices);  // x: index, y: pick
+  a[0] = prmt(prmt(low0, low1, sel.x), prmt(high0, high1, sel.x), sel.y);
+  a[1] = prmt(prmt(low0, low1, sel.x >> 16), prmt(high0, high1, sel.x >> 16), sel.y >> 16);
+}
+
+// Q4_0 and IQ4_NL: 32-value blocks of 4-bit values, regrouped at upload (layout.h, regroup_q4_0,
+// regroup_iq4nl) so that word t of a block holds lane t's eight values: lane t loads that word of
+// each block. Nibbles::weights(word, a) gives A's two words, their sums counted in Nibbles::kUnit.
+template <class Nibbles>
+struct TcNibbleBlocks {
   static constexpr int kSumValues = 0;
   struct Raw {
     uint32_t q[2][kSteps];  // [row][block s]: word t
@@ -769,68 +780,38 @@ struct Tc<TensorType::Q4_0> {
     float acc[M][4] = {};
     k_steps<M, false>(
         xb, lane,
-        [&](int m, int r, int s, uint32_t(&a)[2]) {
-          const uint32_t w = raw[m].q[r][s];
-          a[0] = ((w << 4) & 0xF0F0F0F0u) ^ 0x80808080u;
-          a[1] = (w & 0xF0F0F0F0u) ^ 0x80808080u;
-        },
+        [&](int m, int r, int s, uint32_t(&a)[2]) { Nibbles::weights(raw[m].q[r][s], a); },
         [&](int m, int r, int s) { return block_scale(raw[m].d[r], s); }, acc);
 #pragma unroll
     for (int m = 0; m < M; ++m) {
-      const float2 v = row_sums(acc[m], lane & 3, 0.0625f);
+      const float2 v = row_sums(acc[m], lane & 3, Nibbles::kUnit);
       out[m] = make_float2(inv_scale * v.x, inv_scale * v.y);
     }
   }
 };
 
-// The int8 weights of IQ4_XS and IQ4_NL (kvalues_iq4nl[q]) at values 0-3 (a[0]) and 4-7 (a[1]) of
-// a word of eight indices, value j at nibble j. The table of 16 int8 values is two byte permutes
-// over 8 bytes each: one from entries 0-7 and one from 8-15 with the index's low three bits, then
-// a third picks per byte by its fourth bit (fmt::iq4xs): six permutes and five masks or shifts
-// per eight weights in the source, and no loads.
-__device__ __forceinline__ void iq4_weights(uint32_t indices, uint32_t (&a)[2]) {
-  constexpr uint32_t low0 = fmt::iq4xs::table_word(0), low1 = fmt::iq4xs::table_word(4);
-  constexpr uint32_t high0 = fmt::iq4xs::table_word(8), high1 = fmt::iq4xs::table_word(12);
-  const uint2 sel = fmt::iq4xs::selectors(indices);  // x: index, y: pick
-  a[0] = prmt(prmt(low0, low1, sel.x), prmt(high0, high1, sel.x), sel.y);
-  a[1] = prmt(prmt(low0, low1, sel.x >> 16), prmt(high0, high1, sel.x >> 16), sel.y >> 16);
-}
-
-// IQ4_NL (ggml): w = d · kvalues_iq4nl[q]. Regrouped at upload (layout.h, regroup_iq4nl) so that
-// word t of a block holds the indices of its values 8t .. 8t + 7: lane t loads that word of each
-// block.
+// Q4_0 (ggml): w = d · (q - 8); word t holds values 8t .. 8t + 3 in its low nibbles and 8t + 4 ..
+// 8t + 7 in its high ones. Each enters as the signed byte 16 (q - 8): the nibble in the byte's high
+// half, its top bit flipped (a shift and two logic ops per eight weights); the 1/16 is applied to
+// the row sums (a power of two, exact).
+struct Q4_0Nibbles {
+  static constexpr float kUnit = 0.0625f;
+  __device__ static void weights(uint32_t w, uint32_t (&a)[2]) {
+    a[0] = ((w << 4) & 0xF0F0F0F0u) ^ 0x80808080u;
+    a[1] = (w & 0xF0F0F0F0u) ^ 0x80808080u;
+  }
+};
 template <>
-struct Tc<TensorType::IQ4_NL> {
-  static constexpr int kSumValues = 0;
-  struct Raw {
-    uint32_t q[2][kSteps];  // [row][block s]: word t
-    uint4 d[2];             // [row]: the 8 blocks' scales (f16)
-  };
-  __device__ static Raw load(const uint8_t* const (&blk)[2], const uint8_t* const (&tail)[2],
-                             int t) {
-    Raw raw;
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-#pragma unroll
-      for (int s = 0; s < kSteps; ++s) raw.q[r][s] = fmt::load4(blk[r] + 16 * s + 4 * t);
-      raw.d[r] = fmt::load16(tail[r]);
-    }
-    return raw;
-  }
-  template <int M>
-  __device__ static void dot(const Raw (&raw)[M], const uint2* xb, float inv_scale, const float*,
-                             int lane, float2 (&out)[M]) {
-    float acc[M][4] = {};
-    k_steps<M, false>(
-        xb, lane, [&](int m, int r, int s, uint32_t(&a)[2]) { iq4_weights(raw[m].q[r][s], a); },
-        [&](int m, int r, int s) { return block_scale(raw[m].d[r], s); }, acc);
-#pragma unroll
-    for (int m = 0; m < M; ++m) {
-      const float2 v = row_sums(acc[m], lane & 3);
-      out[m] = make_float2(inv_scale * v.x, inv_scale * v.y);
-    }
-  }
+struct Tc<TensorType::Q4_0> : TcNibbleBlocks<Q4_0Nibbles> {};
+
+// IQ4_NL (ggml): w = d · kvalues_iq4nl[q]; word t holds the indices of values 8t .. 8t + 7, value
+// j at nibble j, as IQ4_XS's words.
+struct Iq4nlNibbles {
+  static constexpr float kUnit = 1.f;
+  __device__ static void weights(uint32_t w, uint32_t (&a)[2]) { iq4_weights(w, a); }
 };
+template <>
+struct Tc<TensorType::IQ4_NL> : TcNibbleBlocks<Iq4nlNibbles> {};
 
 // IQ4_XS (ggml): w = d · (ls - 32) · kvalues_iq4nl[q], ls a 6-bit scale per sub-block, q 4 bits.
 // Regrouped at upload (layout.h, regroup_iq4xs): lane t loads quarter t, a word per sub-block
