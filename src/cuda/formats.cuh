@@ -639,16 +639,9 @@ struct Format<TensorType::IQ3_XXS> {
 // bits (nibble k: sub-blocks p, p + 4 for p = 0, 2, 1, 3) and their low bits (byte k: sub-blocks k,
 // k + 4); quarter l of the body holds values 8l .. 8l + 7 of each sub-block, s in word s.
 namespace iq4xs {
-// Sub-block s's 6-bit scale from the tail's two words (the float decoder's: a granule per
-// sub-block).
-RL_HD int scale(uint2 tail, int s) {
-  const int p = s & 3, k = (p & 1) << 1 | p >> 1;  // the nibble of pair p
-  const uint32_t low = (tail.y >> (8 * p + 4 * (s >> 2))) & 15u;
-  const uint32_t high = (tail.x >> (16 + 4 * k + 2 * (s >> 2))) & 3u;
-  return static_cast<int>(low | high << 4);
-}
-// All eight at once, a byte each (the tensor-core decoder's): x holds sub-blocks 0-3, y 4-7.
-// Three masks and shifts per word: the high bits' nibbles 0, 2 | 1, 3 land in bytes 0, 1 | 2, 3.
+// The eight sub-blocks' 6-bit scales from the tail's two words, a byte each: x holds sub-blocks
+// 0-3, y 4-7. Three masks and shifts per word: the high bits' nibbles 0, 2 | 1, 3 land in bytes
+// 0, 1 | 2, 3.
 RL_HD uint2 scale_bytes(uint2 tail) {
   const uint32_t pairs = ((tail.x >> 16) & 0x0F0Fu) | ((tail.x >> 4) & 0x0F0F0000u);
   return make_uint2((tail.y & 0x0F0F0F0Fu) | ((pairs << 4) & 0x30303030u),
@@ -679,7 +672,9 @@ struct Format<TensorType::IQ4_XS> {
   RL_HD static void decode(const uint8_t* body, const uint8_t* tail, int ib, const IqTables& t,
                            Emit&& emit) {
     const uint2 h = load8(tail);
-    const float dl = mul(f16(h.x), i2f(iq4xs::scale(h, ib) - 32));
+    const uint2 sc = iq4xs::scale_bytes(h);
+    const float dl =
+        mul(f16(h.x), i2f(static_cast<int>(byte_of(ib < 4 ? sc.x : sc.y, ib & 3)) - 32));
     const int8_t* kv = t.iq4nl_values;
     RL_UNROLL
     for (int l = 0; l < 4; ++l) {
