@@ -76,6 +76,9 @@ void regroup_iq2xs(const uint8_t* file_qs, uint8_t* body);
 // (g ^ m) + (m & 1) per byte, with m = 0xFF where negative: byte j of sign_bytes[sign field].
 // IQ2_XS's grid holds the same three magnitudes and its sign fields are IQ2_XXS's: its codes
 // table, with the same sign nibbles.
+// The two words the IQ2_XXS and IQ2_XS byte permutes pick from: the magnitudes {8, 25, 43, 0} and
+// their negatives, as signed bytes.
+constexpr uint32_t kIq2Magnitudes = 0x002B1908u, kIq2Negated = 0x00D5E7F8u;
 struct TcIqTables {
   std::array<uint32_t, 256> iq2xxs_codes;         // nibble j: 0, 1, 2 for 8, 25, 43
   std::array<uint32_t, 512> iq2xs_codes;          // likewise for IQ2_XS's grid

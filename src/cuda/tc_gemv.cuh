@@ -46,6 +46,7 @@
 #include "cuda/device_utils.cuh"
 #include "cuda/formats.cuh"
 #include "cuda/gemv_core.cuh"
+#include "cuda/layout.h"
 
 namespace rl::cuda::tc {
 
@@ -342,7 +343,6 @@ struct Tc<TensorType::IQ2_XXS> {
   template <int M>
   __device__ static void dot(const Raw (&raw)[M], const uint2* xb, float inv_scale, const float*,
                              int lane, float2 (&out)[M]) {
-    const uint32_t magnitudes = 0x002B1908u, negated = 0x00D5E7F8u;  // 8 25 43 0, and -8 -25 -43 0
     const uint32_t codes = smem_u32(iq_tables::iq2xxs_codes);
     const uint32_t sign_nibbles = smem_u32(iq_tables::iq2xxs_sign_nibbles);
     // ggml: d · (0.5 + ls) / 4 · grid · sign = d / 8 · (2 ls + 1) · grid · sign.
@@ -353,8 +353,9 @@ struct Tc<TensorType::IQ2_XXS> {
           const uint4& v = raw[m].v[r];
           const uint32_t select = entry(codes, fmt::iq2xxs::grid_index(v, s)) |
                                   entry(sign_nibbles, fmt::iq2xxs::sign_bits(v, s));
-          a[0] = prmt(magnitudes, negated, select);  // nibbles 0-6: codes 0-2, sign in bit 2
-          a[1] = prmt(magnitudes, negated, select >> 16);
+          a[0] =
+              prmt(kIq2Magnitudes, kIq2Negated, select);  // nibbles 0-6: codes 0-2, sign in bit 2
+          a[1] = prmt(kIq2Magnitudes, kIq2Negated, select >> 16);
         },
         [&](int m, int r) { return fmt::f16(raw[m].d[r]); }, out);
   }
@@ -390,7 +391,6 @@ struct Tc<TensorType::IQ2_XS> {
   __device__ static void dot(const Raw (&raw)[M], const uint2* xb, float inv_scale, const float*,
                              int lane, float2 (&out)[M]) {
     const int t = lane & 3;
-    const uint32_t magnitudes = 0x002B1908u, negated = 0x00D5E7F8u;  // 8 25 43 0, and -8 -25 -43 0
     const uint32_t codes = smem_u32(iq_tables::iq2xs_codes);
     const uint32_t sign_nibbles = smem_u32(iq_tables::iq2xxs_sign_nibbles);
     // ggml: d · (0.5 + ls) / 4 · grid · sign = d / 8 · (2 ls + 1) · grid · sign, ls the nibble of
@@ -413,8 +413,8 @@ struct Tc<TensorType::IQ2_XS> {
           const uint32_t f = fmt::iq2xs::field(s & 2 ? q.y : q.x, s);
           const uint32_t select = entry_at(codes, fmt::iq2xs::grid_index(f)) |
                                   entry(sign_nibbles, fmt::iq2xs::sign_bits(f));
-          a[0] = prmt(magnitudes, negated, select);
-          a[1] = prmt(magnitudes, negated, select >> 16);
+          a[0] = prmt(kIq2Magnitudes, kIq2Negated, select);
+          a[1] = prmt(kIq2Magnitudes, kIq2Negated, select >> 16);
         },
         [&](int m, int r, int s) { return byte_at(s < 4 ? sc[m][r].x : sc[m][r].y, s & 3); }, acc);
 #pragma unroll

@@ -205,12 +205,11 @@ int signed_weight(uint64_t grid_entry, int k, int j) {
 // sign field) pair.
 TEST(CudaLayout, Iq2xxsPermuteTablesGiveSignedWeights) {
   const TcIqTables t = tc_iq_tables();
-  const uint32_t magnitudes = 0x002B1908u, negated = 0x00D5E7F8u;  // as in tc_gemv.cuh
   for (int i = 0; i < 256; ++i)
     for (int k = 0; k < 128; ++k) {
       const uint32_t select = t.iq2xxs_codes[i] | t.iq2xxs_sign_nibbles[k];
-      const uint32_t w[2] = {byte_perm(magnitudes, negated, select),
-                             byte_perm(magnitudes, negated, select >> 16)};
+      const uint32_t w[2] = {byte_perm(kIq2Magnitudes, kIq2Negated, select),
+                             byte_perm(kIq2Magnitudes, kIq2Negated, select >> 16)};
       for (int j = 0; j < 8; ++j)
         ASSERT_EQ(static_cast<int8_t>(w[j / 4] >> (8 * (j % 4))),
                   signed_weight(quant::tables::iq2xxs_grid[i], k, j))
@@ -221,12 +220,11 @@ TEST(CudaLayout, Iq2xxsPermuteTablesGiveSignedWeights) {
 // IQ2_XS's codes table with the same sign nibbles, likewise, over its 512 grid entries.
 TEST(CudaLayout, Iq2xsPermuteTablesGiveSignedWeights) {
   const TcIqTables t = tc_iq_tables();
-  const uint32_t magnitudes = 0x002B1908u, negated = 0x00D5E7F8u;
   for (int i = 0; i < 512; ++i)
     for (int k = 0; k < 128; ++k) {
       const uint32_t select = t.iq2xs_codes[i] | t.iq2xxs_sign_nibbles[k];
-      const uint32_t w[2] = {byte_perm(magnitudes, negated, select),
-                             byte_perm(magnitudes, negated, select >> 16)};
+      const uint32_t w[2] = {byte_perm(kIq2Magnitudes, kIq2Negated, select),
+                             byte_perm(kIq2Magnitudes, kIq2Negated, select >> 16)};
       for (int j = 0; j < 8; ++j)
         ASSERT_EQ(static_cast<int8_t>(w[j / 4] >> (8 * (j % 4))),
                   signed_weight(quant::tables::iq2xs_grid[i], k, j))
