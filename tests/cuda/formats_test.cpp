@@ -324,7 +324,7 @@ TEST(CudaLayout, Iq4xsScalesFromTail) {
 
 TEST(CudaLayout, SplitKeepsEveryByte) {
   // Body + tail sizes add up to the block, and split_blocks moves the scale bytes to the tail
-  // (the IQ bodies regrouped as tested above).
+  // (the regrouped bodies as tested above).
   auto regroup_of = [](TensorType t) -> void (*)(const uint8_t*, uint8_t*) {
     switch (t) {
       case TensorType::IQ2_XXS:
