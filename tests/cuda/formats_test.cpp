@@ -13,6 +13,7 @@
 #include "cuda/layout.h"
 #include "gguf/gguf.h"
 #include "quant/iq_tables.h"
+#include "quant/quant.h"
 
 namespace rl::cuda {
 namespace {
@@ -319,6 +320,26 @@ TEST(CudaLayout, Iq4xsScalesFromTail) {
       ASSERT_EQ(static_cast<int>((sc[s / 4] >> (8 * (s % 4))) & 0xff), ls)
           << "trial " << trial << " sub-block " << s;
     }
+  }
+}
+
+// The GPU decodes what the CPU engine decodes (rl::quant), no type more or fewer, with a layout
+// of the same block shape: a model the CPU engine loads is never refused by the CUDA backend for
+// its types alone.
+TEST(CudaLayout, EveryTypeTheCpuDecodes) {
+  for (uint32_t id = 0; id < 64; ++id) {
+    const auto t = static_cast<TensorType>(id);
+    const bool cpu = quant::is_supported(t);
+    const auto layout = block_layout(t);
+    const bool decoder = fmt::dispatch(t, []<TensorType>() {});
+    EXPECT_EQ(layout.has_value(), cpu) << gguf::type_name(t);
+    EXPECT_EQ(decoder, cpu) << gguf::type_name(t);
+    if (!cpu || !layout) continue;
+    const auto traits = gguf::type_traits(t);  // bytes per value as the file's
+    ASSERT_TRUE(traits.has_value()) << gguf::type_name(t);
+    EXPECT_EQ(static_cast<uint32_t>(layout->block_bytes) * traits->block_size,
+              traits->block_bytes * static_cast<uint32_t>(layout->values))
+        << gguf::type_name(t);
   }
 }
 
