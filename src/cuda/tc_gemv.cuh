@@ -702,13 +702,14 @@ __device__ __forceinline__ float block_scale(const uint4& d, int s) {
   return fmt::f16(w >> (16 * (s & 1)));
 }
 
-// Q8_0: lane t loads bytes 8t .. 8t + 7 of each block (the weights as they are, int8).
-template <>
-struct Tc<TensorType::Q8_0> {
+// The item of a 32-value format: lane t's part of each of the kb's eight blocks (Blocks::load,
+// a Blocks::Word), A's two words from it (Blocks::weights), their sums counted in Blocks::kUnit.
+template <class Blocks>
+struct TcBlocks32 {
   static constexpr int kSumValues = 0;
   struct Raw {
-    uint2 q[2][kSteps];  // [row][block s]: the lane's 8 bytes at 32s + 8t
-    uint4 d[2];          // [row]: the 8 blocks' scales (f16)
+    typename Blocks::Word q[2][kSteps];  // [row][block s]: the lane's part
+    uint4 d[2];                          // [row]: the 8 blocks' scales (f16)
   };
   __device__ static Raw load(const uint8_t* const (&blk)[2], const uint8_t* const (&tail)[2],
                              int t) {
@@ -716,7 +717,7 @@ struct Tc<TensorType::Q8_0> {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
 #pragma unroll
-      for (int s = 0; s < kSteps; ++s) raw.q[r][s] = fmt::load8(blk[r] + 32 * s + 8 * t);
+      for (int s = 0; s < kSteps; ++s) raw.q[r][s] = Blocks::load(blk[r], s, t);
       raw.d[r] = fmt::load16(tail[r]);
     }
     return raw;
@@ -726,19 +727,27 @@ struct Tc<TensorType::Q8_0> {
                              int lane, float2 (&out)[M]) {
     float acc[M][4] = {};
     k_steps<M, false>(
-        xb, lane,
-        [&](int m, int r, int s, uint32_t(&a)[2]) {
-          a[0] = raw[m].q[r][s].x;
-          a[1] = raw[m].q[r][s].y;
-        },
+        xb, lane, [&](int m, int r, int s, uint32_t(&a)[2]) { Blocks::weights(raw[m].q[r][s], a); },
         [&](int m, int r, int s) { return block_scale(raw[m].d[r], s); }, acc);
 #pragma unroll
     for (int m = 0; m < M; ++m) {
-      const float2 v = row_sums(acc[m], lane & 3);
+      const float2 v = row_sums(acc[m], lane & 3, Blocks::kUnit);
       out[m] = make_float2(inv_scale * v.x, inv_scale * v.y);
     }
   }
 };
+
+// Q8_0: lane t loads bytes 8t .. 8t + 7 of each block (the weights as they are, int8).
+struct Q8_0Blocks {
+  using Word = uint2;
+  static constexpr float kUnit = 1.f;
+  __device__ static Word load(const uint8_t* blk, int s, int t) {
+    return fmt::load8(blk + 32 * s + 8 * t);
+  }
+  __device__ static void weights(Word w, uint32_t (&a)[2]) { a[0] = w.x, a[1] = w.y; }
+};
+template <>
+struct Tc<TensorType::Q8_0> : TcBlocks32<Q8_0Blocks> {};
 
 // The int8 weights of IQ4_XS and IQ4_NL (kvalues_iq4nl[q]) at values 0-3 (a[0]) and 4-7 (a[1]) of
 // a word of eight indices, value j at nibble j. The table of 16 int8 values is two byte permutes
@@ -753,65 +762,38 @@ __device__ __forceinline__ void iq4_weights(uint32_t indices, uint32_t (&a)[2]) 
   a[1] = prmt(prmt(low0, low1, sel.x >> 16), prmt(high0, high1, sel.x >> 16), sel.y >> 16);
 }
 
-// Q4_0 and IQ4_NL: 32-value blocks of 4-bit values, regrouped at upload (layout.h, regroup_q4_0,
-// regroup_iq4nl) so that word t of a block holds lane t's eight values: lane t loads that word of
-// each block. Nibbles::weights(word, a) gives A's two words, their sums counted in Nibbles::kUnit.
-template <class Nibbles>
-struct TcNibbleBlocks {
-  static constexpr int kSumValues = 0;
-  struct Raw {
-    uint32_t q[2][kSteps];  // [row][block s]: word t
-    uint4 d[2];             // [row]: the 8 blocks' scales (f16)
-  };
-  __device__ static Raw load(const uint8_t* const (&blk)[2], const uint8_t* const (&tail)[2],
-                             int t) {
-    Raw raw;
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-#pragma unroll
-      for (int s = 0; s < kSteps; ++s) raw.q[r][s] = fmt::load4(blk[r] + 16 * s + 4 * t);
-      raw.d[r] = fmt::load16(tail[r]);
-    }
-    return raw;
-  }
-  template <int M>
-  __device__ static void dot(const Raw (&raw)[M], const uint2* xb, float inv_scale, const float*,
-                             int lane, float2 (&out)[M]) {
-    float acc[M][4] = {};
-    k_steps<M, false>(
-        xb, lane,
-        [&](int m, int r, int s, uint32_t(&a)[2]) { Nibbles::weights(raw[m].q[r][s], a); },
-        [&](int m, int r, int s) { return block_scale(raw[m].d[r], s); }, acc);
-#pragma unroll
-    for (int m = 0; m < M; ++m) {
-      const float2 v = row_sums(acc[m], lane & 3, Nibbles::kUnit);
-      out[m] = make_float2(inv_scale * v.x, inv_scale * v.y);
-    }
-  }
-};
+// Q4_0 and IQ4_NL: 4-bit values, regrouped at upload (layout.h, regroup_q4_0, regroup_iq4nl) so
+// that word t of a block holds lane t's eight values: lane t loads that word of each block.
+__device__ __forceinline__ uint32_t nibble_word(const uint8_t* blk, int s, int t) {
+  return fmt::load4(blk + 16 * s + 4 * t);
+}
 
 // Q4_0 (ggml): w = d · (q - 8); word t holds values 8t .. 8t + 3 in its low nibbles and 8t + 4 ..
 // 8t + 7 in its high ones. Each enters as the signed byte 16 (q - 8): the nibble in the byte's high
 // half, its top bit flipped (a shift and two logic ops per eight weights); the 1/16 is applied to
 // the row sums (a power of two, exact).
-struct Q4_0Nibbles {
+struct Q4_0Blocks {
+  using Word = uint32_t;
   static constexpr float kUnit = 0.0625f;
-  __device__ static void weights(uint32_t w, uint32_t (&a)[2]) {
+  __device__ static Word load(const uint8_t* blk, int s, int t) { return nibble_word(blk, s, t); }
+  __device__ static void weights(Word w, uint32_t (&a)[2]) {
     a[0] = ((w << 4) & 0xF0F0F0F0u) ^ 0x80808080u;
     a[1] = (w & 0xF0F0F0F0u) ^ 0x80808080u;
   }
 };
 template <>
-struct Tc<TensorType::Q4_0> : TcNibbleBlocks<Q4_0Nibbles> {};
+struct Tc<TensorType::Q4_0> : TcBlocks32<Q4_0Blocks> {};
 
 // IQ4_NL (ggml): w = d · kvalues_iq4nl[q]; word t holds the indices of values 8t .. 8t + 7, value
 // j at nibble j, as IQ4_XS's words.
-struct Iq4nlNibbles {
+struct Iq4nlBlocks {
+  using Word = uint32_t;
   static constexpr float kUnit = 1.f;
-  __device__ static void weights(uint32_t w, uint32_t (&a)[2]) { iq4_weights(w, a); }
+  __device__ static Word load(const uint8_t* blk, int s, int t) { return nibble_word(blk, s, t); }
+  __device__ static void weights(Word w, uint32_t (&a)[2]) { iq4_weights(w, a); }
 };
 template <>
-struct Tc<TensorType::IQ4_NL> : TcNibbleBlocks<Iq4nlNibbles> {};
+struct Tc<TensorType::IQ4_NL> : TcBlocks32<Iq4nlBlocks> {};
 
 // IQ4_XS (ggml): w = d · (ls - 32) · kvalues_iq4nl[q], ls a 6-bit scale per sub-block, q 4 bits.
 // Regrouped at upload (layout.h, regroup_iq4xs): lane t loads quarter t, a word per sub-block
