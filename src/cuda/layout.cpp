@@ -59,6 +59,12 @@ void sign_part(const uint32_t (&aux)[8], int l, uint8_t* out) {
   out[7] = static_cast<uint8_t>((aux[2 * l] >> 28) | (aux[2 * l + 1] >> 28) << 4);
 }
 
+// Value v's 4 bits in 32 values packed as Q4_0, IQ4_NL and each IQ4_XS sub-block pack them: the
+// low nibble of qs byte v (v < 16), else the high nibble of byte v - 16.
+int nibble_of_value(const uint8_t* qs, int v) {
+  return v < 16 ? qs[v] & 15 : qs[v - 16] >> 4;
+}
+
 }  // namespace
 
 void regroup_iq2xxs(const uint8_t* file_qs, uint8_t* body) {
@@ -97,22 +103,11 @@ void regroup_iq4xs(const uint8_t* file_block, uint8_t* body, uint8_t* tail) {
   for (int k = 0; k < 4; ++k) tail[4 + k] = static_cast<uint8_t>(low(k) | low(k + 4) << 4);
   for (int l = 0; l < 4; ++l)
     for (int s = 0; s < 8; ++s)
-      for (int j = 0; j < 8; j += 2) {
-        // Values 8l + j, 8l + j + 1 of sub-block s: nibble l / 2 of qs bytes 16s + 8(l % 2) + j ..
-        const uint8_t* q = qs + 16 * s + 8 * (l % 2) + j;
-        const int shift = 4 * (l / 2);
+      for (int j = 0; j < 8; j += 2)  // values 8l + j, 8l + j + 1 of sub-block s
         body[32 * l + 4 * s + j / 2] =
-            static_cast<uint8_t>(((q[0] >> shift) & 15) | ((q[1] >> shift) & 15) << 4);
-      }
+            static_cast<uint8_t>(nibble_of_value(qs + 16 * s, 8 * l + j) |
+                                 nibble_of_value(qs + 16 * s, 8 * l + j + 1) << 4);
 }
-
-namespace {
-// Value v's 4 bits in a Q4_0 / IQ4_NL block: the low nibble of qs byte v (v < 16), else the high
-// nibble of byte v - 16.
-int nibble_of_value(const uint8_t* qs, int v) {
-  return v < 16 ? qs[v] & 15 : qs[v - 16] >> 4;
-}
-}  // namespace
 
 void regroup_q4_0(const uint8_t* file_qs, uint8_t* body) {
   for (int t = 0; t < 4; ++t)
