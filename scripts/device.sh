@@ -168,14 +168,16 @@ if want synth; then
     --logits-out "$WORK/synth.cuda.bf16.f32" --ctx $((N + 8)) --kv-type bf16
   compare "$WORK/synth.cuda.bf16.f32" "$WORK/synth.cpu.f32" --vocab 8192 --max-abs 0.05 \
     --argmax 0.995 --label "cuda kv bf16 vs cpu f32 synth"
-  # The same shapes with every projection and expert in one format of its own decoder.
+  # The same shapes with every projection and expert in one format of its own decoder (experts
+  # type:projections type), and IQ2_XS experts beside Q4_K projections (their shared expert merges).
   head -c 4000 "$WORK/synth.tokens.txt" | awk '{NF--; print}' >"$WORK/synth-short.tokens.txt"
-  for t in iq4_xs q4_0 iq4_nl iq2_xs; do
+  for mix in iq4_xs:iq4_xs q4_0:q4_0 iq4_nl:iq4_nl iq2_xs:iq2_xs iq2_xs:q4_k; do
+    e=${mix%:*} d=${mix#*:} t=${mix/:/-}
     run "mkmodel-synth-$t" 300 $BIN mkmodel --preset 80b-a3b --layers 4 --experts-count 32 \
-      --vocab 8192 --context 8192 --experts $t --dense $t -o "$WORK/synth-$t.gguf"
+      --vocab 8192 --context 8192 --experts "$e" --dense "$d" -o "$WORK/synth-$t.gguf"
     eval_pair "synth-$t" "$WORK/synth-$t.gguf" "$WORK/synth-short.tokens.txt" --ctx 1024
     compare "$WORK/synth-$t.cuda.f32" "$WORK/synth-$t.cpu.f32" --vocab 8192 --max-abs 2e-3 \
-      --argmax 0.995 --label "cuda vs cpu synth $t d2048 4L"
+      --argmax 0.995 --label "cuda vs cpu synth $e experts, $d projections d2048 4L"
   done
   # The tiny preset asked for K-quant and IQ2_XXS weights: its rows of 32 values fall back to
   # Q4_0, IQ4_NL and Q8_0 (the float decoders' shapes), 700 positions.

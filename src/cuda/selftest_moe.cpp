@@ -391,7 +391,7 @@ void test_moe(Reporter& r, uint64_t seed) {
   // one block, shared rows of as many blocks as the down has warps (k = 4: 8 warps), and every
   // pair of formats that merges, per kernel: IQ2_XXS, IQ3_XXS and IQ4_XS with their own format
   // and the K-quants (IQ3_XXS also with Q6_K and Q8_0); Q2_K-Q5_K with Q2_K-Q5_K; in the down,
-  // Q6_K with Q4_K-Q6_K; IQ2_XS with IQ2_XS.
+  // Q6_K with Q4_K-Q6_K; IQ2_XS with IQ2_XS and the K-quants.
   if (tensor_core_gemv_enabled()) {
     using T = TensorType;
     shared_gate_up_case(r, T::IQ2_XXS, T::Q4_K, ids10, 32, 2048, 512, seed + 74);
@@ -414,7 +414,7 @@ void test_moe(Reporter& r, uint64_t seed) {
         {T::Q5_K, k_quants, false},
         {T::Q6_K, {T::Q4_K, T::Q5_K, T::Q6_K}, true},
         {T::IQ4_XS, {T::IQ4_XS, T::Q2_K, T::Q3_K, T::Q4_K, T::Q5_K}, false},
-        {T::IQ2_XS, {T::IQ2_XS}, false}};
+        {T::IQ2_XS, {T::IQ2_XS, T::Q2_K, T::Q3_K, T::Q4_K, T::Q5_K}, false}};
     const std::vector<int32_t> ids12 = {11, 3, 0, 7, 9, 1, 5, 10, 2, 8};
     uint64_t pair_seed = seed + 200;
     for (const Pairs& p : pairs)
