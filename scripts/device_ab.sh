@@ -6,11 +6,12 @@
 # Writes a synthetic model (MODEL: mkmodel flags, default the full 80b-a3b), runs the self-tests
 # named in FILTERS (default: gemv moe deltanet) of every other binary, compares each binary's
 # 40-token decode logits with the first's (cmp: bit-identical or not), then `bench decode` (POS,
-# default 4K,128K; f32 KV; 24 tokens) for ROUNDS rounds (default 3), the binaries alternating,
-# and prints tok/s per round.
+# default 4K,128K; KV cache type KV, default f32; 24 tokens) for ROUNDS rounds (default 3), the
+# binaries alternating, and prints tok/s per round. KERNEL=1 adds `bench kernel` (decode
+# attention alone, µs per layer at 4K-256K) to every round.
 set -u
 OUT=${OUT:-/tmp/rl-ab}; mkdir -p "$OUT"
-ROUNDS=${ROUNDS:-3}; POS=${POS:-4K,128K}; MODEL=${MODEL:---preset 80b-a3b}
+ROUNDS=${ROUNDS:-3}; POS=${POS:-4K,128K}; MODEL=${MODEL:---preset 80b-a3b}; KV=${KV:-f32}
 M=/tmp/rl-ab-model.gguf
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader
 # shellcheck disable=SC2086  # MODEL is a list of flags
@@ -19,7 +20,7 @@ seq 1000 40 2560 | tr '\n' ' ' >"$OUT/tokens.txt"
 i=0
 for b in "$@"; do
   "$b" eval --backend cuda -m "$M" --tokens "$OUT/tokens.txt" --logits-out "$OUT/logits.$i" \
-    --ctx 64 --decode -q
+    --ctx 64 --decode -q --kv-type "$KV"
   if [ "$i" -gt 0 ]; then
     for f in ${FILTERS:-gemv moe deltanet}; do
       "$b" selftest --filter $f 2>&1 | grep -E "selftest:|FAIL" | head -5 | sed "s|^|$b $f: |"
@@ -31,7 +32,11 @@ for b in "$@"; do
 done
 for r in $(seq "$ROUNDS"); do
   for b in "$@"; do
-    "$b" bench decode -m "$M" --positions "$POS" --kv-types f32 --tokens 24 2>&1 |
+    "$b" bench decode -m "$M" --positions "$POS" --kv-types "$KV" --tokens 24 2>&1 |
       awk -v b="$b" -v r="$r" '/^[0-9]/ { print b, "round", r, $1, $3 }'
+    if [ "${KERNEL:-0}" = 1 ]; then
+      "$b" bench kernel --kv-types "$KV" 2>&1 |
+        awk -v b="$b" -v r="$r" '/^[0-9]/ { print b, "round", r, "kernel", $1, $5, "us" }'
+    fi
   done
 done | tee "$OUT/ab.txt"
