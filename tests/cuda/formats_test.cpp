@@ -95,14 +95,19 @@ TEST(CudaLayout, Iq2xxsRegroupedOneToOne) {
   }
 }
 
-// The tensor-core IQ2_XXS decoder (tc_gemv.cuh) encodes each grid magnitude as one of three
-// codes: the grid must hold no other byte.
-TEST(CudaLayout, Iq2xxsGridHasThreeMagnitudes) {
-  for (size_t i = 0; i < quant::tables::iq2xxs_grid.size(); ++i)
+// The tensor-core IQ2_XXS and IQ2_XS decoders (tc_gemv.cuh) encode each grid magnitude as one of
+// three codes: a grid must hold no other byte.
+template <class Grid>
+void expect_three_magnitudes(const Grid& grid) {
+  for (size_t i = 0; i < grid.size(); ++i)
     for (int j = 0; j < 8; ++j) {
-      const int m = static_cast<int>((quant::tables::iq2xxs_grid[i] >> (8 * j)) & 0xff);
+      const int m = static_cast<int>((grid[i] >> (8 * j)) & 0xff);
       ASSERT_TRUE(m == 8 || m == 25 || m == 43) << "entry " << i << " byte " << j << ": " << m;
     }
+}
+
+TEST(CudaLayout, Iq2xxsGridHasThreeMagnitudes) {
+  expect_three_magnitudes(quant::tables::iq2xxs_grid);
 }
 
 // IQ2_XS's 72 bytes after d: 32 16-bit fields (group l of sub-block s at bytes 8s + 2l, + 1), then
@@ -122,11 +127,7 @@ TEST(CudaLayout, Iq2xsRegroupedOneToOne) {
 }
 
 TEST(CudaLayout, Iq2xsGridHasThreeMagnitudes) {
-  for (size_t i = 0; i < quant::tables::iq2xs_grid.size(); ++i)
-    for (int j = 0; j < 8; ++j) {
-      const int m = static_cast<int>((quant::tables::iq2xs_grid[i] >> (8 * j)) & 0xff);
-      ASSERT_TRUE(m == 8 || m == 25 || m == 43) << "entry " << i << " byte " << j << ": " << m;
-    }
+  expect_three_magnitudes(quant::tables::iq2xs_grid);
 }
 
 // IQ4_NL's 16 index bytes: value v's index, the low nibble of byte v or the high nibble of byte
