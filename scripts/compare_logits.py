@@ -2,7 +2,9 @@
 """Compares two float32 logit files [positions x vocab] (redlite eval output, goldens).
 
 Prints max |a-b|, rms, argmax agreement and, with --greedy, whether the argmax of rows
-OFFSET.. reproduces a greedy continuation. Exit status 1 if a given tolerance is exceeded.
+OFFSET.. reproduces a greedy continuation; with --worst N, also the N rows whose largest
+|a-b| is largest (where a few positions stand out from the rest). Exit status 1 if a given
+tolerance is exceeded.
 Uses numpy when present, else the standard library (slow for big files).
 """
 import argparse
@@ -33,6 +35,7 @@ def main():
     p.add_argument("--argmax", type=float, default=None, help="fail below this argmax agreement")
     p.add_argument("--greedy", help="file of token ids: a greedy continuation to check")
     p.add_argument("--offset", type=int, default=0, help="row of a whose argmax is greedy[0]")
+    p.add_argument("--worst", type=int, default=0, help="also list the N rows of largest |a-b|")
     p.add_argument("--label", default="")
     args = p.parse_args()
     a, b = load(args.a), load(args.b)
@@ -52,15 +55,19 @@ def main():
         rms = float(np.sqrt(np.mean(d * d)))
         am_a, am_b = A.argmax(axis=1), B.argmax(axis=1)
         agree = float(np.mean(am_a == am_b))
+        row_max = [float(x) for x in np.nan_to_num(d, nan=np.inf).max(axis=1)]
     except ImportError:
         max_abs, ss, agree_n = 0.0, 0.0, 0
-        am_a = []
+        am_a, row_max = [], []
         for r in range(rows):
             ra, rb = a[r * v:(r + 1) * v], b[r * v:(r + 1) * v]
+            worst = 0.0
             for x, y in zip(ra, rb):
                 e = abs(x - y)
-                max_abs = max(max_abs, e if e == e else math.inf)
+                worst = max(worst, e if e == e else math.inf)
                 ss += e * e
+            max_abs = max(max_abs, worst)
+            row_max.append(worst)
             ia = max(range(v), key=ra.__getitem__)
             am_a.append(ia)
             agree_n += ia == max(range(v), key=rb.__getitem__)
@@ -80,6 +87,11 @@ def main():
         msg += f", greedy {len(want)} tokens {'identical' if same else 'DIFFER'}"
         ok = ok and same
     print(msg + ("  ok" if ok else "  FAIL"))
+    if args.worst:
+        order = sorted(range(rows), key=lambda r: -row_max[r])[: args.worst]
+        median = sorted(row_max)[rows // 2]
+        print(f"{args.label}: worst rows " + ", ".join(f"{r} ({row_max[r]:.3g})" for r in order) +
+              f"; median row {median:.3g}")
     return 0 if ok else 1
 
 

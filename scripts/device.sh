@@ -177,7 +177,14 @@ if want synth; then
       --vocab 8192 --context 8192 --experts "$e" --dense "$d" -o "$WORK/synth-$t.gguf"
     eval_pair "synth-$t" "$WORK/synth-$t.gguf" "$WORK/synth-short.tokens.txt" --ctx 1024
     compare "$WORK/synth-$t.cuda.f32" "$WORK/synth-$t.cpu.f32" --vocab 8192 --max-abs 2e-3 \
-      --argmax 0.995 --label "cuda vs cpu synth $e experts, $d projections d2048 4L"
+      --argmax 0.995 --worst 3 --label "cuda vs cpu synth $e experts, $d projections d2048 4L"
+    # The CPU engine against itself (token by token against chunked prefill): how far float
+    # rounding alone moves this model's logits, and at which rows.
+    run "eval-synth-$t-cpu-decode" 400 $BIN eval --backend cpu -m "$WORK/synth-$t.gguf" \
+      --tokens "$WORK/synth-short.tokens.txt" --logits-out "$WORK/synth-$t.cpu-decode.f32" \
+      --ctx 1024 --decode
+    compare "$WORK/synth-$t.cpu-decode.f32" "$WORK/synth-$t.cpu.f32" --vocab 8192 --worst 3 \
+      --label "cpu decode vs cpu prefill synth $e experts, $d projections"
   done
   # The tiny preset asked for K-quant and IQ2_XXS weights: its rows of 32 values fall back to
   # Q4_0, IQ4_NL and Q8_0 (the float decoders' shapes), 700 positions.
