@@ -197,7 +197,7 @@ fi
 
 if want kernel; then
   run bench-kernel 300 $BIN bench kernel
-  grep -E "^[0-9]|copy" "$LOGS/bench-kernel.log" | tee -a "$SUMMARY"
+  grep -E "^[0-9]|copy|least squares" "$LOGS/bench-kernel.log" | tee -a "$SUMMARY"
 fi
 
 if want decode80 || want parity80 || want insts || want srccount; then

@@ -13,6 +13,7 @@
 #include "cuda/kernels.h"
 #include "cuda/session.h"
 #include "util/error.h"
+#include "util/line_fit.h"
 
 namespace rl::cuda {
 
@@ -162,10 +163,12 @@ void bench_kernel(const KernelBenchOptions& o, std::FILE* out) {
   std::fprintf(out, "%-9s %-5s %6s %5s %12s %12s %9s %9s\n", "positions", "kv", "split", "ctas",
                "us / layer", "(min..max)", "GB/s", "% copy");
   constexpr int kLayers = 12, kKv = 2, kHeads = 16;
+  constexpr int64_t kFitFrom = 32768;
   const int64_t max_p = *std::max_element(o.positions.begin(), o.positions.end());
   cudaStream_t s;
   RL_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   for (KvType kv : o.kv_types) {
+    std::vector<double> fit_bytes, fit_us;  // the long lengths' layers, for the line below
     const int eb = engine::kv_type_bytes(kv);
     const int64_t values = int64_t{kKv} * max_p * kAttnHeadDim;
     std::vector<DeviceBuffer> k, v;
@@ -218,7 +221,18 @@ void bench_kernel(const KernelBenchOptions& o, std::FILE* out) {
                    st.min * 1e3 / kLayers, st.max * 1e3 / kLayers, gb(bytes / t),
                    100.0 * bytes / t / copy_bw);
       std::fflush(out);
+      if (P >= kFitFrom) fit_bytes.push_back(bytes), fit_us.push_back(t * 1e6);
     }
+    // A layer's time as a fixed part plus its bytes at one rate: from 32K positions on, the
+    // bytes take most of it, so the line separates what the stream costs from what every layer
+    // pays however long (the CTAs' start and fold, the merge, the next layer's release).
+    const LineFit f = fit_line(fit_bytes, fit_us);
+    if (f.ok && f.slope > 0)
+      std::fprintf(out,
+                   "%s: us / layer = %.1f + the K and V bytes at %.1f GB/s (least squares, %zu "
+                   "lengths from %lld)\n",
+                   engine::kv_type_name(kv), f.intercept, 1e-3 / f.slope, fit_bytes.size(),
+                   static_cast<long long>(kFitFrom));
   }
   RL_CUDA(cudaStreamDestroy(s));
 }
