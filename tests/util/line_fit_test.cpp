@@ -2,7 +2,6 @@
 
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <random>
 #include <vector>
 
@@ -23,8 +22,9 @@ TEST(LineFit, RecoversAnExactLine) {
   EXPECT_NEAR(1.0 / f.slope, 4250.0e3, 1e-3);
 }
 
-// Against the closed form of least squares computed independently in long double, on noisy
-// points: the slope from Σ(x - x̄)(y - ȳ) / Σ(x - x̄)², the intercept ȳ - slope · x̄.
+// Against the normal equations' closed form in long double, on noisy points: the slope
+// (n Σxy - Σx Σy) / (n Σx² - (Σx)²), the intercept (Σy - slope Σx) / n (fit_line sums about the
+// means instead).
 TEST(LineFit, MatchesTheNormalEquationsOnNoisyPoints) {
   std::mt19937_64 rng(11);
   std::normal_distribution<double> noise(0.0, 0.3);
