@@ -210,17 +210,17 @@ constexpr bool pair_merges() {
     return false;
   // Experts merging their own format: IQ2_XS +9.0 % (thirty-third pass).
   if constexpr (Ts == T) return true;
-  // IQ2_XS experts with a Q4_K shared expert: +2.6 % (thirty-fourth pass). Q2_K, Q3_K and Q5_K
-  // ones merge by the same register counts (gate/up within 128, down 83-84), not timed.
-  if constexpr (T == TensorType::IQ2_XS) return k_quant;
-  // A Q6_K or Q8_0 shared expert: the IQ2_XXS gate/up past 128 registers (one CTA per SM instead
-  // of two); with K-quant experts, slower by 3.3 and 4.6 % (the kernels within their caps).
-  if constexpr (T == TensorType::IQ2_XXS) return k_quant;
+  // IQ2_XXS, IQ2_XS and IQ4_XS experts merge a Q2_K-Q5_K shared expert, not a Q6_K or Q8_0 one:
+  // - IQ2_XXS: a Q6_K or Q8_0 shared expert takes the gate/up past 128 registers (one CTA per SM
+  //   instead of two); with K-quant experts, slower by 3.3 and 4.6 % (the kernels within caps);
+  // - IQ2_XS with Q4_K: +2.6 % (thirty-fourth pass); Q2_K, Q3_K and Q5_K merge by the same
+  //   register counts (gate/up within 128, down 83-84), not timed;
+  // - IQ4_XS with Q4_K or Q5_K: +6.9 and +5.7 %; with Q6_K or Q8_0, slower by 4.7 and 2.4 %
+  //   (thirty-second pass).
+  if constexpr (T == TensorType::IQ2_XXS || T == TensorType::IQ2_XS || T == TensorType::IQ4_XS)
+    return k_quant;
   if constexpr (T == TensorType::IQ3_XXS)
     return k_quant || Ts == TensorType::Q6_K || Ts == TensorType::Q8_0;
-  // IQ4_XS experts with a Q4_K or Q5_K shared expert: +6.9 and +5.7 %; with Q6_K or Q8_0, slower
-  // by 4.7 and 2.4 % (thirty-second pass).
-  if constexpr (T == TensorType::IQ4_XS) return k_quant;
   // K-quant experts with another K-quant (Q3_K with Q5_K: +6.4 %).
   return k_quant && (T == TensorType::Q2_K || T == TensorType::Q3_K || T == TensorType::Q4_K ||
                      T == TensorType::Q5_K);
