@@ -38,6 +38,8 @@ def main():
     p.add_argument("--worst", type=int, default=0, help="also list the N rows of largest |a-b|")
     p.add_argument("--label", default="")
     args = p.parse_args()
+    if args.worst < 0:
+        p.error(f"--worst {args.worst}: a number of rows, 0 or more")
     a, b = load(args.a), load(args.b)
     v = args.vocab
     rows = min(len(a), len(b)) // v
@@ -51,11 +53,11 @@ def main():
         A = np.asarray(a[: rows * v], dtype=np.float64).reshape(rows, v)
         B = np.asarray(b[: rows * v], dtype=np.float64).reshape(rows, v)
         d = np.abs(A - B)
-        max_abs = float(np.nan_to_num(d, nan=np.inf).max())
+        row_max = [float(x) for x in np.nan_to_num(d, nan=np.inf).max(axis=1)]
+        max_abs = max(row_max)
         rms = float(np.sqrt(np.mean(d * d)))
         am_a, am_b = A.argmax(axis=1), B.argmax(axis=1)
         agree = float(np.mean(am_a == am_b))
-        row_max = [float(x) for x in np.nan_to_num(d, nan=np.inf).max(axis=1)]
     except ImportError:
         max_abs, ss, agree_n = 0.0, 0.0, 0
         am_a, row_max = [], []
