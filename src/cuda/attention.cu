@@ -236,6 +236,9 @@ __global__ void __launch_bounds__(kThreads, 2) attn_decode_kernel(AttnArgs a) {
   const int n = *a.pos + 1;  // the position is uploaded before the step: readable before the wait
   const Share share = cta_share(n, blockIdx.y, gridDim.y);
   if (share.lo >= share.hi) return;  // uniform per CTA
+  // One pass per CTA is the usual case (attention_split_for picks the smallest split that gives
+  // each CTA at most one); only float32 past 1024 positions per CTA takes more.
+  const bool one_pass = share.hi - share.lo <= BLK;
   const float* K = static_cast<const float*>(a.k_cache) + static_cast<int64_t>(g) * a.max_ctx * kHD;
   const float* V = static_cast<const float*>(a.v_cache) + static_cast<int64_t>(g) * a.max_ctx * kHD;
 
@@ -416,16 +419,35 @@ __global__ void __launch_bounds__(kThreads, 2) attn_decode_kernel(AttnArgs a) {
       sum_slot(h, stream)[c] = make_float4(acc[h][0], acc[h][1], acc[h][2], acc[h][3]);
     __syncthreads();
 
-    // Fold this pass into the running state; thread t owns dim t of every head, and adds the
-    // streams in their order.
-#pragma unroll
-    for (int h = 0; h < kQPG; ++h) {
+    // Thread t owns dim t of every head and adds the streams in their order.
+    auto stream_sum = [&](int h) {
       float o = 0.f;
 #pragma unroll
       for (int st = 0; st < STREAMS; ++st) {
         const float x = reinterpret_cast<const float*>(sum_slot(h, st))[t];
         o = st == 0 ? x : o + x;
       }
+      return o;
+    };
+    if (one_pass) {
+      // The pass is the partial: folding it into the empty running state would multiply it by
+      // exp(0) = 1 and add 0, so it is stored as it stands (the same values), two barriers and
+      // the running state's shared-memory round trip fewer.
+      pdl_launch_dependents();
+      const int64_t part = static_cast<int64_t>(g) * gridDim.y + blockIdx.y;
+#pragma unroll
+      for (int h = 0; h < kQPG; ++h) a.part_o[(part * kQPG + h) * kHD + t] = stream_sum(h);
+      if (t < kQPG) {
+        a.part_ml[(part * kQPG + t) * 2 + 0] = blk_m[t];
+        a.part_ml[(part * kQPG + t) * 2 + 1] = blk_l[t];
+      }
+      return;
+    }
+
+    // Fold this pass into the running state.
+#pragma unroll
+    for (int h = 0; h < kQPG; ++h) {
+      const float o = stream_sum(h);
       const float m_new = fmaxf(run_m[h], blk_m[h]);
       const float alpha = expf(run_m[h] - m_new), beta = expf(blk_m[h] - m_new);
       run_o[h * kHD + t] = run_o[h * kHD + t] * alpha + o * beta;
