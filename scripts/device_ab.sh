@@ -12,10 +12,14 @@
 set -u
 OUT=${OUT:-/tmp/rl-ab}; mkdir -p "$OUT"
 ROUNDS=${ROUNDS:-3}; POS=${POS:-4K,128K}; MODEL=${MODEL:---preset 80b-a3b}; KV=${KV:-f32}
-M=/tmp/rl-ab-model.gguf
+# One model file per MODEL, kept for the next run in the same call (another KV, other binaries).
+M=/tmp/rl-ab-model-$(echo "$MODEL" | md5sum | cut -c1-8).gguf
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader
-# shellcheck disable=SC2086  # MODEL is a list of flags
-"$1" mkmodel $MODEL -o "$M" >"$OUT/mkmodel.log" 2>&1 || { tail "$OUT/mkmodel.log"; exit 1; }
+if [ ! -s "$M" ]; then
+  # shellcheck disable=SC2086  # MODEL is a list of flags
+  "$1" mkmodel $MODEL -o "$M.tmp" >"$OUT/mkmodel.log" 2>&1 && mv "$M.tmp" "$M" ||
+    { tail "$OUT/mkmodel.log"; exit 1; }
+fi
 seq 1000 40 2560 | tr '\n' ' ' >"$OUT/tokens.txt"
 i=0
 for b in "$@"; do
