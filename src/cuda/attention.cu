@@ -204,6 +204,7 @@ __device__ __forceinline__ void prefetch_rows_l2(const float* cache, int p, int 
 // Loaded into registers, the score pass had one step (2 KiB per warp) in flight and ran at ~93 %
 // of copy speed, and the value pass drained between its batches of 8 rows; through the rings a
 // layer at 128K positions takes 128 instead of 141 us (CUDA_DECODE.md, twenty-second pass).
+static_assert(kThreads == kHD, "float32 kernel: thread t owns dim t of every head");
 constexpr int kRowChunks = kHD / 4;                   // 16-byte chunks of a float32 row
 constexpr int kScoreRows = 2;                         // positions per warp step, score pass
 constexpr int kValueStreams = kThreads / kRowChunks;  // value pass: thread = (stream, chunk)
@@ -295,6 +296,17 @@ __global__ void __launch_bounds__(kThreads, 2) attn_decode_kernel(AttnArgs a) {
       cp_async_commit();
     }
   }
+  // This CTA's partial: thread t stores dim t of every head, o(h), then the heads' max and sum.
+  auto store_partial = [&](auto o, const float* m, const float* l) {
+    pdl_launch_dependents();
+    const int64_t part = static_cast<int64_t>(g) * gridDim.y + blockIdx.y;
+#pragma unroll
+    for (int h = 0; h < kQPG; ++h) a.part_o[(part * kQPG + h) * kHD + t] = o(h);
+    if (t < kQPG) {
+      a.part_ml[(part * kQPG + t) * 2 + 0] = m[t];
+      a.part_ml[(part * kQPG + t) * 2 + 1] = l[t];
+    }
+  };
   const float* q = a.q + static_cast<int64_t>(g) * kQPG * kHD;
   for (int i = t; i < kQPG * kHD; i += kThreads) q_s[i] = q[i], run_o[i] = 0.f;
   if (t < kQPG) run_m[t] = -INFINITY, run_l[t] = 0.f;
@@ -433,14 +445,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_decode_kernel(AttnArgs a) {
       // The pass is the partial: folding it into the empty running state would multiply it by
       // exp(0) = 1 and add 0, so it is stored as it stands (the same values), two barriers and
       // the running state's shared-memory round trip fewer.
-      pdl_launch_dependents();
-      const int64_t part = static_cast<int64_t>(g) * gridDim.y + blockIdx.y;
-#pragma unroll
-      for (int h = 0; h < kQPG; ++h) a.part_o[(part * kQPG + h) * kHD + t] = stream_sum(h);
-      if (t < kQPG) {
-        a.part_ml[(part * kQPG + t) * 2 + 0] = blk_m[t];
-        a.part_ml[(part * kQPG + t) * 2 + 1] = blk_l[t];
-      }
+      store_partial(stream_sum, blk_m, blk_l);
       return;
     }
 
@@ -461,13 +466,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_decode_kernel(AttnArgs a) {
     __syncthreads();  // ps, the ring and blk_* are rewritten by the next pass
   }
 
-  pdl_launch_dependents();
-  const int64_t part = static_cast<int64_t>(g) * gridDim.y + blockIdx.y;
-  for (int i = t; i < kQPG * kHD; i += kThreads) a.part_o[part * kQPG * kHD + i] = run_o[i];
-  if (t < kQPG) {
-    a.part_ml[(part * kQPG + t) * 2 + 0] = run_m[t];
-    a.part_ml[(part * kQPG + t) * 2 + 1] = run_l[t];
-  }
+  store_partial([&](int h) { return run_o[h * kHD + t]; }, run_m, run_l);
 }
 
 // ---- Split-K decode attention on the tensor cores (bf16 / f16 caches)
