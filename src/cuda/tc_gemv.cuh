@@ -81,7 +81,10 @@ __device__ __forceinline__ void mma(int (&d)[4], uint32_t a0, uint32_t a1, uint3
 // i · (entry size), a bitwise or that one logic op can form with the index's mask. Through an
 // array index the SASS had an add after the mask for every lookup: on sm_90 a table's shared
 // address carries the CTA's place in its cluster, so it is not a constant a load can take as an
-// offset.
+// offset. Only alignments up to 1 KB hold as shared addresses: the static shared memory starts
+// after the 1 KB the hardware reserves per CTA, at address 0x400, and the alignment is kept
+// relative to that start (a table declared 2048-aligned sat at 0xc00 on the H200,
+// CUDA_DECODE.md, fortieth pass).
 namespace iq_tables {
 static __shared__ __align__(1024) uint32_t iq2xxs_codes[256];
 static __shared__ __align__(16) uint32_t iq2xs_codes[512];  // entry_at: see there
@@ -98,7 +101,8 @@ __device__ __forceinline__ uint32_t entry(uint32_t table, uint32_t i) {
 }
 // Entry i of a table at any 4-byte aligned shared address `table` (an add instead of the or), for
 // IQ2_XS's 2 KiB codes table: declared aligned to 2048 and read through or-formed addresses, its
-// GEMVs failed the self-test on the H200 (thirty-third pass), so that alignment is not relied on.
+// GEMVs failed the self-test on the H200 (thirty-third pass), as that alignment does not hold (see
+// iq_tables).
 __device__ __forceinline__ uint32_t entry_at(uint32_t table, uint32_t i) {
   uint32_t v;
   asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(table + (i << 2)));
