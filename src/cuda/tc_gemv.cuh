@@ -84,7 +84,7 @@ __device__ __forceinline__ void mma(int (&d)[4], uint32_t a0, uint32_t a1, uint3
 // offset. Only alignments up to 1 KB hold as shared addresses: the static shared memory starts
 // after the 1 KB the hardware reserves per CTA, at address 0x400, and the alignment is kept
 // relative to that start (a table declared 2048-aligned sat at 0xc00 on the H200,
-// CUDA_DECODE.md, fortieth pass).
+// CUDA_DECODE.md, forty-first pass).
 namespace iq_tables {
 static __shared__ __align__(1024) uint32_t iq2xxs_codes[256];
 static __shared__ __align__(16) uint32_t iq2xs_codes[512];  // entry_at: see there
