@@ -186,6 +186,14 @@ if want synth; then
     compare "$WORK/synth-$t.cpu-decode.f32" "$WORK/synth-$t.cpu.f32" --vocab 8192 --worst 3 \
       --label "cpu decode vs cpu prefill synth $e experts, $d projections"
   done
+  # The legacy fused ssm_in layout (q|k|v|z grouped per key head in one tensor), which the CUDA
+  # upload reads in another order than attn_qkv + attn_gate.
+  run mkmodel-synth-fused-ssm-in 300 $BIN mkmodel --preset 80b-a3b --layers 4 --experts-count 32 \
+    --vocab 8192 --context 8192 --fused-ssm-in -o "$WORK/synth-fused-ssm-in.gguf"
+  eval_pair synth-fused-ssm-in "$WORK/synth-fused-ssm-in.gguf" "$WORK/synth-short.tokens.txt" \
+    --ctx 1024
+  compare "$WORK/synth-fused-ssm-in.cuda.f32" "$WORK/synth-fused-ssm-in.cpu.f32" --vocab 8192 \
+    --max-abs 1e-3 --argmax 0.999 --label "cuda vs cpu synth fused ssm_in d2048 4L"
   # The tiny preset asked for K-quant and IQ2_XXS weights: its rows of 32 values fall back to
   # Q4_0, IQ4_NL and Q8_0 (the float decoders' shapes), 700 positions.
   run mkmodel-tiny-fallback 120 $BIN mkmodel --preset tiny --experts iq2_xxs --dense q4_K \
