@@ -451,6 +451,8 @@ __global__ void __launch_bounds__(32 * kGateUpMostWarps) gate_up_tc_kernel(GateU
     tc::store_item(out, v[0], lane);
     tc::store_item(out + tc::kTileRows, v[1], lane);
   });
+  // After the items, unlike the GEMV's and the down's trigger: at the top it gained nothing
+  // (CUDA_DECODE.md, forty-fifth pass).
   pdl_launch_dependents();
   __syncthreads();
   const float factor = tc::input_factor(in, st);
@@ -584,6 +586,7 @@ __global__ void __launch_bounds__(kGemvThreads) down_kernel(DownParams p) {
 // K-quant kernels spilled 200-670 bytes.)
 template <TensorType T, TensorType Ts = kNoShared>
 __global__ void __launch_bounds__(32 * kDownMostWarps) down_tc_kernel(DownParams p) {
+  pdl_launch_dependents();  // at the top, as gemv_tc_kernel (one planned wave)
   constexpr bool kShared = Ts != kNoShared;
   extern __shared__ float4 smem[];
   __shared__ tc::CtaBase expert[kMaxSlots + 1];  // each slot's expert

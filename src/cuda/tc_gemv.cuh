@@ -1183,8 +1183,7 @@ __device__ __forceinline__ void pipelined(const WarpItems& items, Raw raw, Load&
 }
 
 // All of a warp's items (the first one's bytes given), each one's two row sums into
-// partial[i][kTileRows]; then the warp's other work (then()), and it lets the next kernel start
-// and synchronises the block.
+// partial[i][kTileRows]; then the warp's other work (then()), and it synchronises the block.
 struct NoWork {
   __device__ void operator()() const {}
 };
@@ -1200,7 +1199,6 @@ __device__ __forceinline__ void sum_items(const CtaRows& rows, typename Tc<T>::R
     store_item(partial + rows.items.number(it) * kTileRows, v[0], lane);
   });
   then();
-  pdl_launch_dependents();
   __syncthreads();
 }
 
