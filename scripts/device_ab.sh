@@ -4,8 +4,9 @@
 # carried along (.ab/, 64 MiB in all: two or three binaries), the first being the baseline:
 #   bash scripts/device_ab.sh .ab/base .ab/new [...]
 # Writes a synthetic model (MODEL: mkmodel flags, default the full 80b-a3b), runs the self-tests
-# named in FILTERS (default: gemv moe deltanet) of every other binary, compares each binary's
-# 40-token decode logits with the first's (cmp: bit-identical or not), then `bench decode` (POS,
+# named in FILTERS (default: gemv moe deltanet; FILTERS= runs none) of every other binary,
+# compares each binary's 40-token decode logits with the first's (cmp: bit-identical or not),
+# then `bench decode` (POS,
 # default 4K,128K; KV cache type KV, default f32; 24 tokens) for ROUNDS rounds (default 3), the
 # binaries alternating, and prints tok/s per round. KERNEL=1 adds `bench kernel` (decode
 # attention alone, µs per layer at 4K-256K) to every round.
@@ -26,7 +27,7 @@ for b in "$@"; do
   "$b" eval --backend cuda -m "$M" --tokens "$OUT/tokens.txt" --logits-out "$OUT/logits.$i" \
     --ctx 64 --decode -q --kv-type "$KV"
   if [ "$i" -gt 0 ]; then
-    for f in ${FILTERS:-gemv moe deltanet}; do
+    for f in ${FILTERS-gemv moe deltanet}; do
       "$b" selftest --filter $f 2>&1 | grep -E "selftest:|FAIL" | head -5 | sed "s|^|$b $f: |"
     done
     cmp -s "$OUT/logits.0" "$OUT/logits.$i" && echo "$b: logits identical to $1's" ||
