@@ -6,10 +6,9 @@
 # Writes a synthetic model (MODEL: mkmodel flags, default the full 80b-a3b), runs the self-tests
 # named in FILTERS (default: gemv moe deltanet; FILTERS= runs none) of every other binary,
 # compares each binary's 40-token decode logits with the first's (cmp: bit-identical or not),
-# then `bench decode` (POS,
-# default 4K,128K; KV cache type KV, default f32; 24 tokens) for ROUNDS rounds (default 3), the
-# binaries alternating, and prints tok/s per round. KERNEL=1 adds `bench kernel` (decode
-# attention alone, µs per layer at 4K-256K) to every round.
+# then `bench decode` (POS, default 4K,128K; KV cache type KV, default f32; 24 tokens) for ROUNDS
+# rounds (default 3), the binaries alternating, and prints tok/s per round. KERNEL=1 adds `bench
+# kernel` (decode attention alone, µs per layer at 4K-256K) to every round.
 set -u
 OUT=${OUT:-/tmp/rl-ab}; mkdir -p "$OUT"
 ROUNDS=${ROUNDS:-3}; POS=${POS:-4K,128K}; MODEL=${MODEL:---preset 80b-a3b}; KV=${KV:-f32}
