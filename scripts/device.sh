@@ -231,7 +231,7 @@ if want decode80 && [ -f "$M80" ]; then
   run bench-decode 480 $BIN bench decode -m "$M80" --positions "$DECODE_POSITIONS" \
     --kv-types f32,bf16 --tokens 32 --breakdown
   kill $SMI_PID 2>/dev/null
-  grep -E "^[0-9]|bandwidth|logits copy|weights read|on the GPU" "$LOGS/bench-decode.log" | tee -a "$SUMMARY"
+  grep -E "^[0-9]|bandwidth|weights read|on the GPU" "$LOGS/bench-decode.log" | tee -a "$SUMMARY"
   awk -F', ' 'NR > 1 && $2+0 > 0 {print $2+0}' "$LOGS/clocks-decode.log" | sort -n | uniq -c |
     sort -rn | head -4 | sed 's/^/SM clock MHz (samples, value): /' | tee -a "$SUMMARY"
 fi

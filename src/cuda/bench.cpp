@@ -251,19 +251,6 @@ void bench_decode(const DecodeBenchOptions& o, std::FILE* out) {
   std::fprintf(out, "bench decode: %s on %s (loaded in %.1f s)\n", o.model_path.c_str(),
                dev.name.c_str(), load_s);
   std::fprintf(out, "device-to-device copy bandwidth (read + written): %.1f GB/s\n", gb(copy_bw));
-  {  // what the step's last node, the logits' copy to the host, takes alone
-    cudaStream_t s;
-    RL_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    const size_t bytes = static_cast<size_t>(c.n_vocab) * sizeof(float);
-    DeviceBuffer d(bytes);
-    PinnedBuffer h(bytes);
-    const auto ms = time_launches(s, 20, [&] {
-      RL_CUDA(cudaMemcpyAsync(h.data(), d.data(), bytes, cudaMemcpyDeviceToHost, s));
-    });
-    RL_CUDA(cudaStreamDestroy(s));
-    std::fprintf(out, "logits copy to the host alone (%.0f KB): %.1f us (median of 20)\n",
-                 bytes / 1e3, stats_of(ms).median * 1e3);
-  }
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(c.n_vocab - 1));
   bool header = false;
@@ -317,7 +304,7 @@ void bench_decode(const DecodeBenchOptions& o, std::FILE* out) {
                    100.0 * (1.0 / st.median) / limit);
       const Stats gpu = stats_of(gpu_secs);
       std::fprintf(out,
-                   "    on the GPU (events around the step, its two copies included): %.3f ms "
+                   "    on the GPU (events around the step, its input copy included): %.3f ms "
                    "(%.3f..%.3f); the rest of the wall time (launch, wake-up): %.1f us\n",
                    gpu.median * 1e3, gpu.min * 1e3, gpu.max * 1e3, (st.median - gpu.median) * 1e6);
       std::fflush(out);

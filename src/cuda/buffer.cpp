@@ -27,7 +27,7 @@ void DeviceAlloc::release(void* p) {
 
 void* PinnedAlloc::allocate(size_t bytes) {
   void* p = nullptr;
-  const cudaError_t e = cudaMallocHost(&p, bytes);
+  const cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocMapped);
   if (e != cudaSuccess) {
     cudaGetLastError();
     fail("cannot allocate ", bytes, " bytes of page-locked host memory: ", cudaGetErrorString(e));
@@ -37,6 +37,16 @@ void* PinnedAlloc::allocate(size_t bytes) {
 
 void PinnedAlloc::release(void* p) {
   cudaFreeHost(p);
+}
+
+void* device_view(void* pinned) {
+  void* d = nullptr;
+  const cudaError_t e = cudaHostGetDevicePointer(&d, pinned, 0);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    fail("page-locked host memory is not mapped for the GPU: ", cudaGetErrorString(e));
+  }
+  return d;
 }
 
 }  // namespace rl::cuda

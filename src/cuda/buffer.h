@@ -49,7 +49,8 @@ struct DeviceAlloc {
   static void* allocate(size_t bytes);
   static void release(void* p);
 };
-// cudaMallocHost: page-locked, for asynchronous copies and graph memcpy nodes.
+// cudaHostAlloc, mapped: page-locked, for asynchronous copies and graph memcpy nodes, and
+// visible to kernels (device_view), which may write results there directly.
 struct PinnedAlloc {
   static void* allocate(size_t bytes);
   static void release(void* p);
@@ -57,5 +58,13 @@ struct PinnedAlloc {
 
 using DeviceBuffer = OwnedBuffer<DeviceAlloc>;
 using PinnedBuffer = OwnedBuffer<PinnedAlloc>;
+
+// The address under which kernels reach a PinnedBuffer's memory (the same one with unified
+// addressing); throws if the current device cannot.
+void* device_view(void* pinned);
+template <typename T>
+T* device_view(T* pinned) {
+  return static_cast<T*>(device_view(static_cast<void*>(pinned)));
+}
 
 }  // namespace rl::cuda

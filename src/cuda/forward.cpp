@@ -269,7 +269,6 @@ uint64_t SessionBuffers::bytes_needed(const model::Config& c, int64_t max_ctx, K
   p.take(c.n_embd * 4);
   p.take(static_cast<uint64_t>(c.n_head_kv) * ctas * kAttnGroup * kAttnHeadDim * 4);
   p.take(static_cast<uint64_t>(c.n_head_kv) * ctas * kAttnGroup * 2 * 4);
-  p.take(c.n_vocab * 4);
   p.take(2 * 4);
   return p.offset;
 }
@@ -315,7 +314,6 @@ SessionBuffers::SessionBuffers(const DeviceModel& model, int64_t max_ctx_, KvTyp
       at(static_cast<uint64_t>(c.n_head_kv) * ctas * kAttnGroup * kAttnHeadDim * 4));
   part_ml =
       reinterpret_cast<float*>(at(static_cast<uint64_t>(c.n_head_kv) * ctas * kAttnGroup * 2 * 4));
-  logits = reinterpret_cast<float*>(at(c.n_vocab * 4));
   step = reinterpret_cast<int32_t*>(at(2 * 4));
   RL_CUDA(cudaMemset(base, 0, storage.bytes()));
 }

@@ -57,7 +57,7 @@ struct SessionBuffers {
   float* sh_out = nullptr;  // [d]: the shared expert's output, added by the experts' down
   float* part_o = nullptr;
   float* part_ml = nullptr;
-  float* logits = nullptr;  // [n_vocab]
+  float* logits = nullptr;  // [n_vocab]: mapped host memory (not in storage), set by the owner
   int32_t* step = nullptr;  // [token, position] of the step, copied in from host memory
 
   uint64_t state_bytes = 0;  // KV + recurrent

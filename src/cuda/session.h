@@ -61,7 +61,7 @@ class CudaSession final : public engine::Session {
   bool time_steps_ = false;
   double last_step_gpu_s_ = 0;
   PinnedBuffer host_step_;                 // [token, position] read by the graph's first copy
-  PinnedBuffer host_logits_;               // written by the graph's last copy
+  PinnedBuffer host_logits_;               // written by the step's head (mapped)
   std::map<int, cudaGraphExec_t> graphs_;  // by attention split size
   bool use_graphs_ = true;
   int64_t position_ = 0;
