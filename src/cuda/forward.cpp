@@ -273,8 +273,9 @@ uint64_t SessionBuffers::bytes_needed(const model::Config& c, int64_t max_ctx, K
   return p.offset;
 }
 
-SessionBuffers::SessionBuffers(const DeviceModel& model, int64_t max_ctx_, KvType kv_type_)
-    : max_ctx(max_ctx_), kv_type(kv_type_) {
+SessionBuffers::SessionBuffers(const DeviceModel& model, int64_t max_ctx_, KvType kv_type_,
+                               float* logits_)
+    : max_ctx(max_ctx_), kv_type(kv_type_), logits(logits_) {
   const auto& c = model.config;
   storage = DeviceBuffer(bytes_needed(c, max_ctx, kv_type));
   uint8_t* base = storage.as<uint8_t>();

@@ -22,7 +22,8 @@ int most_ctas(const AttnGrid& grid);
 
 // A session's device memory: KV cache, recurrent states, activations. Sized once.
 struct SessionBuffers {
-  SessionBuffers(const DeviceModel& model, int64_t max_ctx, engine::KvType kv_type);
+  // logits: where the head writes them, the owner's mapped host memory (not part of storage).
+  SessionBuffers(const DeviceModel& model, int64_t max_ctx, engine::KvType kv_type, float* logits);
 
   // Bytes these buffers take for a model and context, for planning before allocation.
   static uint64_t bytes_needed(const model::Config& c, int64_t max_ctx, engine::KvType kv_type);
@@ -57,7 +58,7 @@ struct SessionBuffers {
   float* sh_out = nullptr;  // [d]: the shared expert's output, added by the experts' down
   float* part_o = nullptr;
   float* part_ml = nullptr;
-  float* logits = nullptr;  // [n_vocab]: mapped host memory (not in storage), set by the owner
+  float* logits = nullptr;  // [n_vocab]: the constructor's, in mapped host memory
   int32_t* step = nullptr;  // [token, position] of the step, copied in from host memory
 
   uint64_t state_bytes = 0;  // KV + recurrent
