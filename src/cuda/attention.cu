@@ -696,6 +696,11 @@ __device__ __forceinline__ void tc_step(const uint8_t* tile, const uint4* qf, Tc
 
 template <class Kv, int kStages>
 __global__ void __launch_bounds__(kThreads, 1) attn_decode_tc_kernel(AttnArgs a) {
+  // The merge launches at once: its CTAs (256 threads at 89 registers, 1 KiB of shared memory)
+  // fit beside this kernel's one CTA per SM and wait there for the last partial (bench kernel
+  // -1.3 to -1.9 % at 128K-256K). The float32 kernel's two CTAs per SM leave no room, and
+  // launching the merge early there was measured slower (WHAT_DID_NOT_WORK.md).
+  pdl_launch_dependents();
   using T = Tc<Kv>;
   constexpr int kWarps = kThreads / 32;
   static_assert(kTile == kShareTile, "shares are whole tiles");
@@ -793,7 +798,6 @@ __global__ void __launch_bounds__(kThreads, 1) attn_decode_tc_kernel(AttnArgs a)
     tc_step<Kv>(my_ring + (i % kStages) * kTileBytes, qf, st, p, n, lane);
   }
   cp_async_wait<0>();
-  pdl_launch_dependents();
 
   // Fold the 8 warps into the CTA's partial, in warp order. Each warp stores its scaled output
   // in its own fragment order (consecutive lanes, no bank conflicts), then each thread sums one
